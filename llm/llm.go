@@ -1,0 +1,64 @@
+// Package llm declares the language model contract the pipeline uses.
+// Backends live in sub-packages (llm/engine, llm/openai, llm/ark).
+package llm
+
+import (
+	"context"
+	"errors"
+)
+
+// Roles of a Message.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request asks for one streamed answer.
+type Request struct {
+	Messages    []Message
+	MaxTokens   int      // 0: the backend's default
+	Temperature float32  // 0: greedy
+	TopP        float32  // 0: off
+	TopK        int      // 0: off
+	Seed        uint64   // 0: random
+	Stop        []string // stop strings; the matched text is not emitted
+	// Conversation identifies a conversation whose state (a KV cache) a
+	// backend may keep between requests; "" means none.
+	Conversation string
+}
+
+// Model streams answers. It is safe for concurrent use.
+type Model interface {
+	// Stream starts generating. The returned channel is closed by the
+	// backend after a Token with Done or Err set, or when ctx ends.
+	// Cancelling ctx stops generation promptly (within one forward step
+	// for the in-process engine).
+	Stream(ctx context.Context, req Request) (<-chan Token, error)
+}
+
+// Token is a piece of streamed text. The last Token has Done (with Usage)
+// or Err set.
+type Token struct {
+	Text  string
+	Err   error
+	Done  bool
+	Usage *Usage
+}
+
+// Usage counts tokens of one request.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	// CachedTokens is how many prompt tokens were reused from a cache.
+	CachedTokens int `json:"cached_tokens,omitempty"`
+}
+
+// ErrBusy is returned when a backend's admission queue is full.
+var ErrBusy = errors.New("llm: busy")

@@ -1,0 +1,65 @@
+package pipeline
+
+// Event is one JSON message from the server to a client. The same events go
+// over the WebSocket and over WebRTC's "events" data channel; docs/protocol.md
+// is their reference. Type selects which fields are set.
+type Event struct {
+	Type string `json:"type"`
+	Turn int    `json:"turn,omitempty"`
+
+	// transcript, answer
+	Text  string `json:"text,omitempty"`
+	Final bool   `json:"final,omitempty"`
+
+	// audio: the format of the binary frames that follow
+	Encoding   string `json:"encoding,omitempty"`
+	SampleRate int    `json:"sample_rate,omitempty"`
+	FrameMs    int    `json:"frame_ms,omitempty"`
+
+	// trace: milliseconds since speech_end for each mark that happened
+	Marks          map[string]float64 `json:"marks,omitempty"`
+	VoiceToVoiceMs *float64           `json:"voice_to_voice_ms,omitempty"`
+	Interrupted    bool               `json:"interrupted,omitempty"`
+
+	// error
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Server event types.
+const (
+	EventReady       = "ready"       // session accepted the start message
+	EventTranscript  = "transcript"  // ASR partial or final (Final)
+	EventAnswer      = "answer"      // a delta of the answer's text; Final on the last
+	EventAudio       = "audio"       // audio format info, sent before the first binary frame
+	EventInterrupted = "interrupted" // the server cut the turn (barge-in); reply with interrupt{played_ms}
+	EventTrace       = "trace"       // the turn's latency trace, at turn end
+	EventError       = "error"       // Code + Message
+)
+
+// Error codes carried by EventError.
+const (
+	CodeBadMessage  = "bad_message"    // not JSON, or JSON of the wrong shape
+	CodeUnknownType = "unknown_type"   // a control message type the server does not know
+	CodeNotStarted  = "not_started"    // audio or control before start
+	CodeBadAudio    = "bad_audio"      // odd-length PCM, undecodable Opus
+	CodeBadFormat   = "bad_format"     // unsupported sample rate or encoding
+	CodeTooLarge    = "too_large"      // a frame over the size limit
+	CodeBusy        = "busy"           // server full, or the LLM's queue is full
+	CodeBackend     = "backend_error"  // ASR, LLM or TTS failed mid-turn
+	CodeInternal    = "internal_error" // anything else
+)
+
+// ClientEvent is one control message from a client, already parsed.
+type ClientEvent struct {
+	Type     string  `json:"type"`
+	Turn     int     `json:"turn,omitempty"`
+	PlayedMs float64 `json:"played_ms,omitempty"`
+}
+
+// Client event types (besides start, which the transport handles).
+const (
+	ClientPlaybackStart = "playback_start" // the client began playing the turn's audio
+	ClientInterrupt     = "interrupt"      // the client stopped playback after PlayedMs of the turn's audio
+	ClientStop          = "stop"           // end the session
+)
