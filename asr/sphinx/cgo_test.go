@@ -1,0 +1,6 @@
+//go:build cgo
+
+package sphinx
+
+// haveCgo: pocketsphinx is linked in.
+const haveCgo = true

@@ -1,0 +1,187 @@
+package sphinx
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// SampleRate is the only rate the en-us acoustic model takes; the pipeline
+// resamples everything else to it.
+const SampleRate = 16000
+
+// debianModelRoot is where pocketsphinx-en-us installs the US English model.
+const debianModelRoot = "/usr/share/pocketsphinx/model/en-us"
+
+// installHint is appended to every missing-file error.
+const installHint = "apt-get install pocketsphinx-en-us"
+
+// Config selects the models and the search. Exactly one of LM, JSGF and
+// Keywords is set (or a search flag such as -keyphrase is given in Args).
+type Config struct {
+	ModelDir string // acoustic model (-hmm)
+	Dict     string // pronunciation dictionary (-dict)
+	LM       string // trigram LM (-lm); or
+	JSGF     string // grammar file (-jsgf); or
+	Keywords string // keyword list file (-kws), one phrase per line, optional /threshold/
+
+	// FirstPassOnly runs only the fwdtree pass (-fwdflat no -bestpath no),
+	// so the final hypothesis is ready tens of milliseconds after Close
+	// instead of hundreds: see DefaultConfig.
+	FirstPassOnly bool
+
+	// PoolSize decoders are created by New and kept warm; Start takes one,
+	// or creates another when none is idle, and the stream's Close returns
+	// it. Up to PoolSize idle decoders are kept, extra ones are freed.
+	PoolSize int
+
+	// Args are extra pocketsphinx flags, e.g. {"-beam": "1e-48"}. They
+	// override the flags derived from the fields above.
+	Args map[string]string
+}
+
+// DefaultConfig returns the Debian en-us model with the full trigram LM,
+// first-pass-only search and one warm decoder.
+//
+// Why first pass only: latency is the product, and the final hypothesis is
+// what the turn manager waits for after end of speech. The second and third
+// passes (fwdflat, bestpath) run inside ps_end_utt over the whole utterance,
+// so all their cost lands on the voice-to-voice path and grows with the
+// utterance. Measured on this machine (2 shared cores), 20 ms chunks with
+// a partial after each, a fresh decoder per set. "final" is Close, i.e.
+// ps_end_utt + ps_get_hyp, median (max) on the decoding thread's CPU clock
+// (wall time equals it when the core is free and only grows under load); "flite"
+// is the 20 sentences of testdata/assistant_sentences.txt from the flite CLI:
+//
+//	set (ref words)   WER first-pass   WER 3-pass   final ms first-pass   final ms 3-pass
+//	goforward (4)     0.0%             0.0%         8 (8)                 66 (66)
+//	cards (21)        19.0%            23.8%        53 (96)               114 (194)
+//	librivox (71)     26.8%            31.0%        16 (54)               214 (406)
+//	flite slt (192)   9.9%             13.0%        28 (79)               136 (210)
+//	flite rms (192)   5.2%             2.1%         27 (44)               177 (364)
+//
+// First-pass-only finalises in tens of milliseconds instead of hundreds
+// (wall clock on the busy machine, medians: 10–86 ms vs 66–552 ms), and was
+// as accurate or better on four of the five sets; only the rms voice lost
+// (6 words of 192).
+// Decoding cost while streaming is about the same (CPU RTF 0.16–0.43 vs
+// 0.18–0.40). Set FirstPassOnly=false where accuracy on long dictation
+// matters more than the turn's latency.
+//
+// One warm decoder: ps_init with the full LM takes 0.3–0.5 s and about 94 MB,
+// so New pays it once and a second concurrent session pays it at its Start.
+func DefaultConfig() Config {
+	return Config{
+		ModelDir:      filepath.Join(debianModelRoot, "en-us"),
+		Dict:          filepath.Join(debianModelRoot, "cmudict-en-us.dict"),
+		LM:            filepath.Join(debianModelRoot, "en-us.lm.bin"),
+		FirstPassOnly: true,
+		PoolSize:      1,
+	}
+}
+
+// acousticModelFiles must all exist in ModelDir; mixture weights come as
+// either sendump (Debian's en-us) or mixture_weights.
+var acousticModelFiles = []string{"mdef", "means", "variances", "transition_matrices"}
+
+// validate checks the config and that every file it names exists, so that
+// pocketsphinx (which calls exit() on some load failures) never sees a
+// missing file.
+func (c Config) validate() error {
+	searches := 0
+	for _, s := range []string{c.LM, c.JSGF, c.Keywords} {
+		if s != "" {
+			searches++
+		}
+	}
+	for _, flag := range []string{"-lm", "-jsgf", "-kws", "-keyphrase", "-fsg", "-allphone", "-lmctl"} {
+		if _, ok := c.Args[flag]; ok {
+			searches++
+		}
+	}
+	if searches == 0 {
+		return fmt.Errorf("%w: no search: set one of LM, JSGF or Keywords", ErrConfig)
+	}
+	if searches > 1 {
+		return fmt.Errorf("%w: more than one search among LM, JSGF, Keywords and Args; set exactly one", ErrConfig)
+	}
+	if rate, ok := c.Args["-samprate"]; ok && rate != "16000" && rate != "16000.0" {
+		return fmt.Errorf("%w: -samprate %s: only %d Hz is supported", ErrConfig, rate, SampleRate)
+	}
+	if c.PoolSize < 0 {
+		return fmt.Errorf("%w: PoolSize %d is negative", ErrConfig, c.PoolSize)
+	}
+	if c.ModelDir == "" || c.Dict == "" {
+		return fmt.Errorf("%w: ModelDir and Dict are required", ErrConfig)
+	}
+	if st, err := os.Stat(c.ModelDir); err != nil || !st.IsDir() {
+		return fmt.Errorf("%w: acoustic model dir %s (install it: %s)", ErrModelMissing, c.ModelDir, installHint)
+	}
+	for _, f := range acousticModelFiles {
+		if err := fileExists(filepath.Join(c.ModelDir, f)); err != nil {
+			return err
+		}
+	}
+	if fileExists(filepath.Join(c.ModelDir, "sendump")) != nil && fileExists(filepath.Join(c.ModelDir, "mixture_weights")) != nil {
+		return fmt.Errorf("%w: %s has neither sendump nor mixture_weights (install it: %s)", ErrModelMissing, c.ModelDir, installHint)
+	}
+	for _, f := range []string{c.Dict, c.LM, c.JSGF, c.Keywords} {
+		if f == "" {
+			continue
+		}
+		if err := fileExists(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func fileExists(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: %s (install it: %s)", ErrModelMissing, path, installHint)
+	case err != nil:
+		return fmt.Errorf("%w: %s: %v", ErrModelMissing, path, err)
+	case st.IsDir():
+		return fmt.Errorf("%w: %s is a directory, want a file", ErrModelMissing, path)
+	}
+	return nil
+}
+
+// decoderArgs turns the config into pocketsphinx flag/value pairs, Args
+// last and winning; sorted so the same config always gives the same flags.
+func (c Config) decoderArgs() []string {
+	flags := map[string]string{
+		"-hmm":      c.ModelDir,
+		"-dict":     c.Dict,
+		"-samprate": "16000",
+	}
+	switch {
+	case c.LM != "":
+		flags["-lm"] = c.LM
+	case c.JSGF != "":
+		flags["-jsgf"] = c.JSGF
+	case c.Keywords != "":
+		flags["-kws"] = c.Keywords
+	}
+	if c.FirstPassOnly {
+		flags["-fwdflat"] = "no"
+		flags["-bestpath"] = "no"
+	}
+	for k, v := range c.Args {
+		flags[k] = v
+	}
+	keys := make([]string, 0, len(flags))
+	for k := range flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	args := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		args = append(args, k, flags[k])
+	}
+	return args
+}

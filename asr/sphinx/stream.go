@@ -1,0 +1,123 @@
+package sphinx
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/voxpipe/voxpipe/asr"
+	csphinx "github.com/voxpipe/voxpipe/cgo/sphinx"
+)
+
+// resultsBuffer is the capacity of Results. The last slot is reserved for
+// the final, so partials are dropped (never block Write) once
+// resultsBuffer-1 are waiting unread.
+const resultsBuffer = 16
+
+// stream is one utterance on one decoder.
+type stream struct {
+	rec     *Recognizer
+	ctx     context.Context
+	results chan asr.Result
+	stop    func() bool // unregisters the ctx.AfterFunc
+
+	mu      sync.Mutex // guards everything below, shared by Write/Close and the cancel callback
+	dec     *csphinx.Decoder
+	ended   bool   // Close ran or ctx was cancelled; dec is back in the pool
+	sent    []byte // text of the last partial delivered
+	scratch []byte // current hypothesis, reused every Write
+}
+
+func newStream(ctx context.Context, r *Recognizer, d *csphinx.Decoder) *stream {
+	s := &stream{
+		rec:     r,
+		ctx:     ctx,
+		results: make(chan asr.Result, resultsBuffer),
+		dec:     d,
+		sent:    make([]byte, 0, 128),
+		scratch: make([]byte, 0, 128),
+	}
+	s.stop = context.AfterFunc(ctx, s.cancel)
+	return s
+}
+
+func (s *stream) Results() <-chan asr.Result { return s.results }
+
+// Write decodes pcm (16 kHz mono) and delivers a partial when the
+// hypothesis text changed. It does not allocate unless the text changed.
+func (s *stream) Write(pcm []int16) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		if err := s.ctx.Err(); err != nil {
+			return fmt.Errorf("sphinx: write: %w", err)
+		}
+		return fmt.Errorf("sphinx: write: %w", ErrClosed)
+	}
+	if err := s.dec.ProcessRaw(pcm); err != nil {
+		return fmt.Errorf("sphinx: write: %w", err)
+	}
+	s.scratch = s.dec.AppendHyp(s.scratch[:0])
+	if len(s.scratch) == 0 || bytes.Equal(s.scratch, s.sent) {
+		return nil
+	}
+	// Keep the last slot for the final; a dropped partial is retried on
+	// the next Write because s.sent is only updated on delivery.
+	if len(s.results) >= cap(s.results)-1 {
+		return nil
+	}
+	s.results <- asr.Result{Text: string(s.scratch), At: time.Now()}
+	s.sent = append(s.sent[:0], s.scratch...)
+	return nil
+}
+
+// Close ends the utterance, delivers the final (always: a slot is kept
+// free for it), closes Results and returns the decoder to the pool. After a
+// cancellation it only reports nothing left to do. Idempotent.
+func (s *stream) Close() error {
+	s.stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return nil
+	}
+	s.ended = true
+	d := s.dec
+	s.dec = nil
+	err := d.EndUtt()
+	if err != nil {
+		// The decoder's state is unknown: free it rather than pool it, and
+		// still deliver the best text there is as the final.
+		_ = d.Close()
+		s.results <- asr.Result{Text: string(s.sent), Final: true, At: time.Now()}
+		close(s.results)
+		return fmt.Errorf("sphinx: close: %w", err)
+	}
+	s.results <- asr.Result{Text: d.Hyp(), Final: true, At: time.Now()}
+	close(s.results)
+	s.rec.release(d)
+	return nil
+}
+
+// cancel runs on ctx's AfterFunc goroutine: Results closes at once without
+// a final; the decoder's utterance is then ended (discarding the result) so
+// it can go back to the pool.
+func (s *stream) cancel() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return
+	}
+	s.ended = true
+	close(s.results)
+	d := s.dec
+	s.dec = nil
+	if err := d.EndUtt(); err != nil && !errors.Is(err, csphinx.ErrClosed) {
+		_ = d.Close()
+		return
+	}
+	s.rec.release(d)
+}

@@ -1,0 +1,177 @@
+//go:build cgo
+
+package sphinx
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+const (
+	modelRoot = "/usr/share/pocketsphinx/model/en-us"
+	testData  = "/usr/share/pocketsphinx/test/data"
+)
+
+func requireFiles(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("requires %s (apt-get install pocketsphinx-en-us pocketsphinx-testdata): not found", p)
+		}
+	}
+}
+
+func readRaw(t *testing.T, path string) []int16 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcm := make([]int16, len(b)/2)
+	for i := range pcm {
+		pcm[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
+	}
+	return pcm
+}
+
+func lmArgs(extra ...string) []string {
+	return append([]string{
+		"-hmm", modelRoot + "/en-us",
+		"-lm", modelRoot + "/en-us.lm.bin",
+		"-dict", modelRoot + "/cmudict-en-us.dict",
+	}, extra...)
+}
+
+func TestDecoderGoForward(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef", testData+"/goforward.raw")
+	pcm := readRaw(t, testData+"/goforward.raw")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"3-pass", lmArgs()},
+		{"first-pass", lmArgs("-fwdflat", "no", "-bestpath", "no")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDecoder(tc.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			// Two utterances on one decoder: reuse must work.
+			for range 2 {
+				if err := d.StartUtt(); err != nil {
+					t.Fatal(err)
+				}
+				sawSpeech := false
+				var partial []byte
+				for off := 0; off < len(pcm); off += 320 {
+					if err := d.ProcessRaw(pcm[off:min(off+320, len(pcm))]); err != nil {
+						t.Fatal(err)
+					}
+					sawSpeech = sawSpeech || d.InSpeech()
+					partial = d.AppendHyp(partial[:0])
+				}
+				if len(partial) == 0 {
+					t.Error("no partial hypothesis before EndUtt")
+				}
+				if !sawSpeech {
+					t.Error("InSpeech never reported speech")
+				}
+				if err := d.EndUtt(); err != nil {
+					t.Fatal(err)
+				}
+				if have, want := d.Hyp(), "go forward ten meters"; have != want {
+					t.Errorf("have %q, want %q", have, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDecoderErrors(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef")
+	if _, err := NewDecoder([]string{"-hmm"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("odd args: have %v, want ErrConfig", err)
+	}
+	if _, err := NewDecoder([]string{"-no_such_flag", "1"}); !errors.Is(err, ErrConfig) {
+		t.Errorf("unknown flag: have %v, want ErrConfig", err)
+	}
+	if _, err := NewDecoder(lmArgs("-logfn", "/dev/null")); !errors.Is(err, ErrConfig) {
+		t.Errorf("-logfn: have %v, want ErrConfig", err)
+	}
+	_, err := NewDecoder([]string{"-hmm", modelRoot + "/en-us", "-lm", "/nonexistent/x.lm.bin", "-dict", modelRoot + "/cmudict-en-us.dict"})
+	if !errors.Is(err, ErrInit) {
+		t.Fatalf("missing lm: have %v, want ErrInit", err)
+	}
+	t.Logf("missing lm error: %v", err)
+	if !strings.Contains(err.Error(), "x.lm.bin") {
+		t.Errorf("error %q does not name the missing file", err)
+	}
+}
+
+func TestDecoderCloseIdempotent(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef", testData+"/goforward.gram")
+	d, err := NewDecoder([]string{"-hmm", modelRoot + "/en-us", "-jsgf", testData + "/goforward.gram", "-dict", modelRoot + "/cmudict-en-us.dict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := d.StartUtt(); !errors.Is(err, ErrClosed) {
+		t.Errorf("StartUtt after Close: have %v, want ErrClosed", err)
+	}
+	if err := d.ProcessRaw(make([]int16, 320)); !errors.Is(err, ErrClosed) {
+		t.Errorf("ProcessRaw after Close: have %v, want ErrClosed", err)
+	}
+	if d.Hyp() != "" || d.InSpeech() {
+		t.Error("Hyp/InSpeech after Close should be empty/false")
+	}
+}
+
+func TestDecoderStartTwice(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef", testData+"/goforward.gram")
+	d, err := NewDecoder([]string{"-hmm", modelRoot + "/en-us", "-jsgf", testData + "/goforward.gram", "-dict", modelRoot + "/cmudict-en-us.dict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.StartUtt(); err != nil {
+		t.Fatal(err)
+	}
+	err = d.StartUtt()
+	if !errors.Is(err, ErrDecode) {
+		t.Fatalf("second StartUtt: have %v, want ErrDecode", err)
+	}
+	t.Logf("second StartUtt: %v", err)
+}
+
+func TestAppendHypNoAlloc(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef", testData+"/goforward.raw", testData+"/goforward.gram")
+	d, err := NewDecoder([]string{"-hmm", modelRoot + "/en-us", "-jsgf", testData + "/goforward.gram", "-dict", modelRoot + "/cmudict-en-us.dict"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.StartUtt(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ProcessRaw(readRaw(t, testData+"/goforward.raw")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { buf = d.AppendHyp(buf[:0]) }); n != 0 {
+		t.Errorf("AppendHyp: %v allocations per call, want 0", n)
+	}
+	if len(buf) == 0 {
+		t.Error("no partial hypothesis")
+	}
+	_ = d.EndUtt()
+}
