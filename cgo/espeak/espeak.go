@@ -1,0 +1,271 @@
+//go:build cgo
+
+package espeak
+
+/*
+#cgo pkg-config: espeak-ng
+#include <stdlib.h>
+#include "bridge.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime/cgo"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/voxpipe/voxpipe/tts"
+)
+
+var (
+	// engine serialises every call into espeak-ng (see the package
+	// comment) and guards the variables below and the current handle in
+	// bridge.c. It is a one-slot semaphore so that a caller whose context
+	// ends (a barge-in) stops waiting for its turn.
+	engine   = make(chan struct{}, 1)
+	initDone bool
+	initErr  error
+	curVoice string // voice espeak has loaded now; "" after a failed switch
+)
+
+// Speaker speaks with one espeak-ng voice. Speakers share the one engine;
+// Close only retires the handle.
+type Speaker struct {
+	voice  string
+	closed atomic.Bool
+}
+
+// New checks that espeak-ng starts and knows voice ("en-us", "cmn", "de",
+// variants such as "en-us+f3"). An unknown voice gives an error wrapping
+// tts.ErrVoice.
+func New(voice string) (*Speaker, error) {
+	if voice == "" {
+		return nil, fmt.Errorf("espeak: empty voice name: %w", tts.ErrVoice)
+	}
+	engine <- struct{}{}
+	defer func() { <-engine }()
+	if err := initLocked(); err != nil {
+		return nil, err
+	}
+	if err := setVoiceLocked(voice); err != nil {
+		return nil, err
+	}
+	return &Speaker{voice: voice}, nil
+}
+
+func initLocked() error {
+	if initDone {
+		return initErr
+	}
+	initDone = true
+	rate := int(C.vp_espeak_init())
+	switch {
+	case rate <= 0:
+		initErr = ErrInit
+	case rate != SampleRate:
+		initErr = fmt.Errorf("espeak: engine runs at %d Hz, want %d: %w", rate, SampleRate, ErrInit)
+	}
+	return initErr
+}
+
+func setVoiceLocked(voice string) error {
+	if voice == curVoice {
+		return nil
+	}
+	cname := C.CString(voice)
+	defer C.free(unsafe.Pointer(cname))
+	rc := C.espeak_SetVoiceByName(cname)
+	curVoice = ""
+	switch rc {
+	case C.EE_OK:
+		curVoice = voice
+		return nil
+	case C.EE_NOT_FOUND:
+		return fmt.Errorf("espeak: voice %q not found (list them with espeak-ng --voices): %w", voice, tts.ErrVoice)
+	default:
+		return fmt.Errorf("espeak: set voice %q: status %d: %w", voice, int(rc), ErrSynth)
+	}
+}
+
+func setParamLocked(param C.espeak_PARAMETER, value int) error {
+	if rc := C.espeak_SetParameter(param, C.int(value), 0); rc != C.EE_OK {
+		return fmt.Errorf("espeak: set parameter %d to %d: status %d: %w", int(param), value, int(rc), ErrSynth)
+	}
+	return nil
+}
+
+// Voice returns the speaker's voice name.
+func (s *Speaker) Voice() string { return s.voice }
+
+// Close retires the speaker. It is idempotent.
+func (s *Speaker) Close() error {
+	s.closed.Store(true)
+	return nil
+}
+
+// call is the state of one synthesis, reached from the C callback through a
+// cgo.Handle.
+type call struct {
+	ctx   context.Context
+	emit  EmitFunc
+	err   error
+	total int // samples received so far
+	words wordTracker
+
+	// The latest chunk is held back until the next one arrives, so that a
+	// word closed by an event in a later, empty callback still lands in a
+	// chunk that carries audio.
+	held      []int16
+	heldWords []tts.WordMark
+	carry     []tts.WordMark // words closed before any audio
+}
+
+// Synthesize speaks text, calling emit with each chunk as espeak produces
+// it. It returns when the text is spoken, when ctx is done (ctx.Err()), or
+// with emit's error. Calls from all goroutines are serialised.
+func (s *Speaker) Synthesize(ctx context.Context, text string, opts Options, emit EmitFunc) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	rate := opts.Rate
+	if rate == 0 {
+		rate = DefaultRate
+	}
+	if rate < MinRate || rate > MaxRate || opts.Pitch < 0 || opts.Pitch > 100 {
+		return fmt.Errorf("espeak: rate %d (want %d..%d), pitch %d (want 0..100): %w",
+			opts.Rate, MinRate, MaxRate, opts.Pitch, ErrOptions)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !speakable(text) {
+		return nil // espeak would still emit a short silence
+	}
+	c := &call{ctx: ctx, emit: emit, words: newWordTracker(text)}
+	h := cgo.NewHandle(c)
+	defer h.Delete()
+	ctext := C.CString(text)
+	defer C.free(unsafe.Pointer(ctext))
+
+	select {
+	case engine <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-engine }()
+	if err := initLocked(); err != nil {
+		return err
+	}
+	// Loading a voice reads its dictionary, so it is skipped when espeak
+	// has it already; rate and pitch are cheap and always set.
+	if err := setVoiceLocked(s.voice); err != nil {
+		return err
+	}
+	if err := setParamLocked(C.espeakRATE, rate); err != nil {
+		return err
+	}
+	if err := setParamLocked(C.espeakPITCH, opts.Pitch); err != nil {
+		return err
+	}
+	rc := C.vp_espeak_synth(C.uintptr_t(h), ctext)
+	if c.err != nil {
+		return c.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if rc != C.EE_OK {
+		return fmt.Errorf("espeak: voice %s: status %d: %w", s.voice, int(rc), ErrSynth)
+	}
+	if m, ok := c.words.close(c.total); ok {
+		c.heldWords = append(c.heldWords, m)
+	}
+	if c.held != nil {
+		return emit(c.held, c.heldWords)
+	}
+	return nil
+}
+
+//export goEspeakChunk
+func goEspeakChunk(handle C.uintptr_t, wav *C.short, n C.int, events *C.espeak_EVENT, nev, done C.int) C.int {
+	const abort, cont = 1, 0
+	if handle == 0 {
+		return abort
+	}
+	c := cgo.Handle(handle).Value().(*call)
+	if c.err != nil {
+		return abort
+	}
+	if err := c.ctx.Err(); err != nil {
+		c.err = err
+		return abort
+	}
+	start := c.total
+	c.total += int(n)
+	var words []tts.WordMark
+	if nev > 0 {
+		for _, ev := range unsafe.Slice(events, int(nev)) {
+			// audio_position is in ms from the start of this text.
+			sample := min(int(ev.audio_position)*SampleRate/1000, c.total)
+			var m tts.WordMark
+			ok := false
+			switch ev._type {
+			case C.espeakEVENT_WORD:
+				m, ok = c.words.word(int(ev.text_position), int(ev.length), sample)
+			case C.espeakEVENT_END, C.espeakEVENT_MSG_TERMINATED:
+				m, ok = c.words.close(sample)
+			}
+			if ok {
+				words = append(words, m)
+			}
+		}
+	}
+	if done != 0 {
+		if m, ok := c.words.close(c.total); ok {
+			words = append(words, m)
+		}
+	}
+
+	if n <= 0 {
+		// No audio: the words close inside the chunk already held.
+		if c.held != nil {
+			c.heldWords = append(c.heldWords, words...)
+		} else {
+			c.carry = append(c.carry, words...)
+		}
+		return cont
+	}
+	pcm := make([]int16, int(n))
+	copy(pcm, unsafe.Slice((*int16)(unsafe.Pointer(wav)), int(n)))
+
+	// Words ending at or before this chunk's start belong to the held one.
+	split := 0
+	for split < len(words) && words[split].EndSample <= start {
+		split++
+	}
+	forNew := words
+	if c.held != nil {
+		if err := c.emit(c.held, append(c.heldWords, words[:split]...)); err != nil {
+			c.err = err
+			return abort
+		}
+		forNew = words[split:]
+	}
+	// carry is only non-empty before the first audio, which takes it along.
+	c.held, c.heldWords, c.carry = pcm, append(c.carry, forNew...), nil
+	return cont
+}
+
+// speakable reports whether text has anything but whitespace and NULs.
+func speakable(text string) bool {
+	for _, r := range text {
+		switch r {
+		case ' ', '\t', '\n', '\r', '\v', '\f', 0:
+		default:
+			return true
+		}
+	}
+	return false
+}

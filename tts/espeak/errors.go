@@ -1,0 +1,6 @@
+package espeak
+
+import "errors"
+
+// ErrConfig is returned by New for a rate or pitch out of range.
+var ErrConfig = errors.New("tts/espeak: invalid config")
