@@ -1,0 +1,100 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/voxpipe/voxpipe/asr"
+	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/chunk"
+)
+
+// Internal audio format: the rate the VAD and the ASR see, and the frame
+// length used on both sides of the session.
+const (
+	asrRate = 16000
+	frameMs = 20
+)
+
+// Backends are the engines a session talks to. All three are shared by every
+// session and must be safe for concurrent use (their packages say so).
+type Backends struct {
+	ASR asr.Recognizer
+	LLM llm.Model
+	TTS tts.Synthesizer
+}
+
+// Config tunes one session.
+type Config struct {
+	InputRate, OutputRate int             // client audio rates (after transport decode / before encode)
+	VAD                   audio.VADConfig // SampleRate is set by the session (16000)
+
+	BargeIn            bool // the person may interrupt the answer by speaking
+	BargeInMinSpeechMs int  // speech must last this long before it interrupts
+
+	SystemPrompt       string
+	MaxTokens          int
+	Temperature        float32
+	MaxHistoryMessages int // user+assistant messages kept (system prompt not counted); 0 = no cap
+
+	Chunk chunk.Config
+
+	// PlaybackReportTimeout is how long to wait for the client's played_ms
+	// after a server-initiated barge-in before estimating it.
+	PlaybackReportTimeout time.Duration
+	// OutputLeadMs is how far ahead of real time audio may be sent (pacing).
+	OutputLeadMs int
+}
+
+// DefaultConfig returns settings for a browser client at 16 kHz in and 48 kHz out.
+func DefaultConfig() Config {
+	return Config{
+		InputRate:             16000,
+		OutputRate:            48000,
+		VAD:                   audio.DefaultVADConfig(),
+		BargeIn:               true,
+		BargeInMinSpeechMs:    200,
+		SystemPrompt:          "You are a helpful voice assistant. Answer briefly, in plain spoken sentences.",
+		MaxTokens:             256,
+		Temperature:           0.7,
+		MaxHistoryMessages:    20,
+		Chunk:                 chunk.DefaultConfig(),
+		PlaybackReportTimeout: 500 * time.Millisecond,
+		OutputLeadMs:          200,
+	}
+}
+
+// validate checks cfg and be and returns cfg with the session's fixed fields set.
+func (cfg Config) validate(be Backends) (Config, error) {
+	switch {
+	case be.ASR == nil:
+		return cfg, fmt.Errorf("%w: no ASR backend", ErrConfig)
+	case be.LLM == nil:
+		return cfg, fmt.Errorf("%w: no LLM backend", ErrConfig)
+	case be.TTS == nil:
+		return cfg, fmt.Errorf("%w: no TTS backend", ErrConfig)
+	case cfg.InputRate <= 0 || cfg.InputRate%(1000/frameMs) != 0:
+		return cfg, fmt.Errorf("%w: input rate %d Hz (must be a positive multiple of 50)", ErrConfig, cfg.InputRate)
+	case cfg.OutputRate <= 0 || cfg.OutputRate%(1000/frameMs) != 0:
+		return cfg, fmt.Errorf("%w: output rate %d Hz (must be a positive multiple of 50)", ErrConfig, cfg.OutputRate)
+	case be.TTS.SampleRate() <= 0:
+		return cfg, fmt.Errorf("%w: TTS reports sample rate %d", ErrConfig, be.TTS.SampleRate())
+	case cfg.OutputLeadMs < 0:
+		return cfg, fmt.Errorf("%w: negative output lead %d ms", ErrConfig, cfg.OutputLeadMs)
+	case cfg.MaxHistoryMessages < 0:
+		return cfg, fmt.Errorf("%w: negative history cap %d", ErrConfig, cfg.MaxHistoryMessages)
+	}
+	cfg.VAD.SampleRate = asrRate
+	if cfg.VAD.FrameMs == 0 {
+		cfg.VAD.FrameMs = frameMs
+	}
+	if cfg.VAD.FrameMs != frameMs {
+		return cfg, fmt.Errorf("%w: VAD frame %d ms (the session uses %d ms frames)", ErrConfig, cfg.VAD.FrameMs, frameMs)
+	}
+	if cfg.PlaybackReportTimeout <= 0 {
+		cfg.PlaybackReportTimeout = DefaultConfig().PlaybackReportTimeout
+	}
+	return cfg, nil
+}

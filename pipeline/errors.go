@@ -1,0 +1,19 @@
+package pipeline
+
+import "errors"
+
+// ErrConfig is wrapped by NewSession for an unusable Config or Backends.
+var ErrConfig = errors.New("pipeline: bad config")
+
+// ErrAlreadyRun is returned by a second call to Session.Run.
+var ErrAlreadyRun = errors.New("pipeline: session already run")
+
+// Private sentinels that end a session without it being a failure.
+var (
+	errInputClosed = errors.New("pipeline: input closed")
+	errStopped     = errors.New("pipeline: client sent stop")
+)
+
+// errLLMClosed is reported (as a backend error) when an llm.Model closes its
+// token channel without a Done or Err token.
+var errLLMClosed = errors.New("llm: stream closed before the answer was done")

@@ -1,0 +1,138 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/tts/chunk"
+)
+
+// llmStage streams one turn's answer at a time: text deltas go to the turn
+// manager (answer events), speakable chunks to the TTS stage.
+type llmStage struct {
+	model   llm.Model
+	chunker *chunk.Chunker
+	log     zerolog.Logger
+}
+
+func (l *llmStage) run(ctx context.Context, jobs <-chan *turn, toTTS chan<- ttsJob, toHub chan<- llmEvent) error {
+	defer close(toTTS)
+	defer close(toHub)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case t, ok := <-jobs:
+			if !ok {
+				return nil
+			}
+			answer, err := l.answer(ctx, t, toTTS, toHub)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				l.log.Warn().Err(err).Int("turn", t.id).Msg("llm failed")
+			}
+			if err := sendCtx(ctx, toHub, llmEvent{t: t, done: true, answer: answer, err: err}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// answer streams t's answer and returns the text generated. Its error is a
+// backend failure; a cancelled turn returns nil.
+func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toHub chan<- llmEvent) (string, error) {
+	if t.ctx.Err() != nil {
+		return "", nil // cut before it started
+	}
+	l.chunker.Reset()
+	t.trace.mark(MarkLLMRequest)
+	var text strings.Builder
+	cursor := 0 // where the next chunk is looked for in the answer
+	first, firstChunk := true, true
+	// speak hands a chunk to the TTS stage; last ends the turn's audio
+	// after it. It returns false when the turn was cut.
+	speak := func(piece string, last bool) bool {
+		ends, next := alignChunk(text.String(), cursor, piece)
+		cursor = next
+		select {
+		case toTTS <- ttsJob{t: t, text: piece, ends: ends, last: last}:
+		case <-t.ctx.Done():
+			return false
+		}
+		if firstChunk && piece != "" {
+			firstChunk = false
+			t.trace.mark(MarkTTSFirstChunk)
+		}
+		return true
+	}
+	tokens, err := l.model.Stream(t.ctx, t.req)
+	if err != nil {
+		if t.ctx.Err() != nil {
+			return "", nil
+		}
+		speak("", true) // a turn without audio still ends (turn_end, trace)
+		return "", fmt.Errorf("llm: start: %w", err)
+	}
+	for {
+		var tok llm.Token
+		var ok bool
+		select {
+		case <-t.ctx.Done():
+			return text.String(), nil
+		case tok, ok = <-tokens:
+		}
+		if !ok {
+			if t.ctx.Err() != nil {
+				return text.String(), nil
+			}
+			speak("", true)
+			return text.String(), errLLMClosed
+		}
+		if tok.Err != nil {
+			if t.ctx.Err() != nil {
+				return text.String(), nil
+			}
+			// End the turn after the chunks already queued; the text still
+			// in the chunker is an unfinished sentence and is not spoken.
+			speak("", true)
+			return text.String(), fmt.Errorf("llm: %w", tok.Err)
+		}
+		if tok.Text != "" {
+			if first {
+				first = false
+				t.trace.mark(MarkLLMFirstToken)
+			}
+			text.WriteString(tok.Text)
+			select {
+			case toHub <- llmEvent{t: t, delta: tok.Text}:
+			case <-ctx.Done():
+				return text.String(), nil
+			}
+			for _, piece := range l.chunker.Push(tok.Text) {
+				if !speak(piece, false) {
+					return text.String(), nil
+				}
+			}
+		}
+		if tok.Done {
+			speak(l.chunker.Flush(), true)
+			return text.String(), nil
+		}
+	}
+}
+
+// sendCtx sends v unless ctx ends first.
+func sendCtx[T any](ctx context.Context, ch chan<- T, v T) error {
+	select {
+	case ch <- v:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

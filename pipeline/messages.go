@@ -1,0 +1,121 @@
+package pipeline
+
+import "time"
+
+// Typed messages between the stages (see doc.go for the graph).
+
+// asrCmdKind says what an asrCmd asks of the ASR stage.
+type asrCmdKind int
+
+const (
+	asrStart asrCmdKind = iota // open a stream and feed it pcm (the VAD pre-roll)
+	asrFrame                   // feed pcm (a ring slot, see audioIn.forward)
+	asrEnd                     // close the stream and deliver its final
+)
+
+// asrCmd goes from the audio-in stage to the ASR stage.
+type asrCmd struct {
+	kind  asrCmdKind
+	pcm   []int16   // 16 kHz
+	trace *traceRec // asrStart: the utterance's marks
+}
+
+// inputKind says what an inputEvent reports.
+type inputKind int
+
+const (
+	inputSpeech inputKind = iota // speech lasted BargeInMinSpeechMs
+	inputClient                  // a client event (playback_start, interrupt)
+)
+
+// inputEvent goes from the audio-in stage to the turn manager.
+type inputEvent struct {
+	kind  inputKind
+	utt   int // inputSpeech: the utterance's number
+	event ClientEvent
+	at    time.Time
+}
+
+// asrEvent goes from the ASR stage to the turn manager.
+type asrEvent struct {
+	trace *traceRec
+	text  string
+	final bool
+	err   error
+}
+
+// llmEvent goes from the LLM stage to the turn manager: a delta, or done.
+type llmEvent struct {
+	t      *turn
+	delta  string
+	done   bool
+	answer string // done: the whole text generated
+	err    error  // done: why the stream failed (nil when it ended normally or was cancelled)
+}
+
+// ttsJob goes from the LLM stage to the TTS stage: one chunk to speak.
+type ttsJob struct {
+	t    *turn
+	text string
+	ends []int // ends[k]: answer offset after text[:k] (alignChunk)
+	last bool  // the turn's text is complete after this job
+}
+
+// ttsCallKind marks the structure of the TTS stage's output.
+type ttsCallKind int
+
+const (
+	callBegin   ttsCallKind = iota // the chunks that follow belong to job
+	callEnd                        // job's Synthesize returned
+	callTurnEnd                    // no more audio for the turn
+)
+
+// ttsCall goes from the TTS stage to the TTS forwarder, interleaved with the
+// engine's chunks on a second channel; both are unbuffered, so the forwarder
+// sees them in the order the TTS stage produced them.
+type ttsCall struct {
+	kind ttsCallKind
+	job  ttsJob
+}
+
+// ttsFailure goes from the TTS stage to the turn manager.
+type ttsFailure struct {
+	t   *turn
+	err error
+}
+
+// pacedAudio goes from the TTS forwarder to the pacer: audio at OutputRate
+// (ownership passes) and the word marks that end inside it, or end.
+type pacedAudio struct {
+	t     *turn
+	pcm   []int16
+	marks []heardMark
+	end   bool
+}
+
+// outCtl goes from the turn manager to the pacer: an event to send, a turn
+// whose trace to send, or a flush after a cut. The turn manager queues them
+// in order, so a turn's trace follows its transcript and answer events.
+type outCtl struct {
+	event *Event
+	trace *turn
+	flush *turn
+	// flush: notify sends an interrupted event; clientStopped says the
+	// client no longer plays what it holds, so the lead budget is free again.
+	notify, clientStopped bool
+}
+
+// pacerReportKind says how a turn's audio ended.
+type pacerReportKind int
+
+const (
+	reportEnded   pacerReportKind = iota // the last frame was sent
+	reportFlushed                        // the rest was dropped (outCtl.flush)
+)
+
+// pacerReport goes from the pacer to the turn manager. After it, the turn's
+// pacer-owned fields belong to the turn manager.
+type pacerReport struct {
+	t    *turn
+	kind pacerReportKind
+}

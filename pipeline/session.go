@@ -1,0 +1,143 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/chunk"
+)
+
+// Input is one message from the transport: exactly one field is set. Audio is
+// mono PCM16 at Config.InputRate, any length; ownership passes to the session.
+type Input struct {
+	Audio []int16
+	Event *ClientEvent
+}
+
+// Output is one message to the transport: Audio is one 20 ms frame at
+// Config.OutputRate (ownership passes), or Event.
+type Output struct {
+	Audio []int16
+	Event *Event
+}
+
+// Session is one conversation: it turns the client's audio into spoken
+// answers. Create it with NewSession and serve it with Run.
+type Session struct {
+	id  string
+	cfg Config
+	be  Backends
+	obs Observer
+	log zerolog.Logger
+
+	ran atomic.Bool
+	ain *audioIn      // built by NewSession so a bad rate or VAD setting fails early
+	fwd *ttsForwarder // likewise for the TTS → output resampler
+
+	histMu  sync.Mutex    // guards history
+	history []llm.Message // system prompt first; written by the turn manager only
+}
+
+// NewSession checks cfg and prepares a session; nothing runs until Run.
+func NewSession(id string, cfg Config, be Backends, obs Observer, log zerolog.Logger) (*Session, error) {
+	cfg, err := cfg.validate(be)
+	if err != nil {
+		return nil, err
+	}
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	s := &Session{
+		id:  id,
+		cfg: cfg,
+		be:  be,
+		obs: obs,
+		log: log.With().Str("session", id).Logger(),
+	}
+	stageLog := func(name string) zerolog.Logger { return s.log.With().Str("stage", name).Logger() }
+	if s.ain, err = newAudioIn(cfg, obs, stageLog("audio_in")); err != nil {
+		return nil, err
+	}
+	if s.fwd, err = newTTSForwarder(be.TTS.SampleRate(), cfg.OutputRate, stageLog("tts")); err != nil {
+		return nil, err
+	}
+	if cfg.SystemPrompt != "" {
+		s.history = append(s.history, llm.Message{Role: llm.RoleSystem, Content: cfg.SystemPrompt})
+	}
+	return s, nil
+}
+
+// History returns a copy of the conversation so far (system prompt first).
+func (s *Session) History() []llm.Message {
+	s.histMu.Lock()
+	defer s.histMu.Unlock()
+	return append([]llm.Message(nil), s.history...)
+}
+
+// Run serves until in is closed, ctx ends or the client sends stop. The
+// transport creates and closes in and out; Run never closes them. out should
+// be read promptly (it is unbuffered; the session paces audio itself and
+// marks first_audio_out when a frame is handed over).
+//
+// Run returns nil when in is closed or the client sends stop, ctx.Err() when
+// ctx ends, and ErrAlreadyRun on a second call. Backend failures do not end
+// the session: they reach the client as error events.
+func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) error {
+	if !s.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	stageLog := func(name string) zerolog.Logger { return s.log.With().Str("stage", name).Logger() }
+	ain, fwd := s.ain, s.fwd
+	asrSt := &asrStage{rec: s.be.ASR, log: stageLog("asr")}
+	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm")}
+	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts")}
+	pc := newPacer(s.cfg, s.obs, stageLog("out"))
+	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn")}
+
+	// Every channel is made here and handed, sending end first, to the one
+	// stage that sends on it and closes it.
+	var (
+		asrCmds   = make(chan asrCmd, asrQueueFrames)
+		inputEvs  = make(chan inputEvent, 16)
+		asrEvs    = make(chan asrEvent, 16)
+		llmJobs   = make(chan *turn, 1)
+		llmEvs    = make(chan llmEvent, 64)
+		ttsJobs   = make(chan ttsJob, 32)
+		ttsCalls  = make(chan ttsCall)   // unbuffered: see ttsStage
+		ttsPCM    = make(chan tts.Chunk) // unbuffered: see ttsStage
+		ttsFails  = make(chan ttsFailure, 4)
+		paced     = make(chan pacedAudio, 16)
+		outCtls   = make(chan outCtl, 16)
+		outReport = make(chan pacerReport, 4)
+	)
+	s.log.Debug().Int("input_rate", s.cfg.InputRate).Int("output_rate", s.cfg.OutputRate).
+		Int("tts_rate", s.be.TTS.SampleRate()).Msg("session started")
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ain.run(gctx, in, asrCmds, inputEvs) })
+	g.Go(func() error { return asrSt.run(gctx, asrCmds, asrEvs) })
+	g.Go(func() error {
+		return h.run(gctx, inputEvs, asrEvs, llmEvs, ttsFails, outReport, llmJobs, outCtls)
+	})
+	g.Go(func() error { return llmSt.run(gctx, llmJobs, ttsJobs, llmEvs) })
+	g.Go(func() error { return ttsSt.run(gctx, ttsJobs, ttsCalls, ttsPCM, ttsFails) })
+	g.Go(func() error { return fwd.run(gctx, ttsCalls, ttsPCM, paced) })
+	g.Go(func() error { return pc.run(gctx, paced, outCtls, out, outReport) })
+	err := g.Wait()
+	switch {
+	case errors.Is(err, errInputClosed), errors.Is(err, errStopped):
+		s.log.Debug().Err(err).Msg("session ended")
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		s.log.Error().Err(err).Msg("session failed")
+	}
+	return err
+}

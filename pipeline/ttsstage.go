@@ -1,0 +1,186 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+	"github.com/voxpipe/voxpipe/tts"
+)
+
+// ttsStage speaks the chunks of the current turn one after another. Jobs of
+// a cut turn are dropped unspoken (that is how queued TTS is discarded).
+//
+// Synthesize blocks while it streams, so its output is read by a second
+// goroutine, the forwarder. The stage announces each call on calls before
+// calling Synthesize and reports its end after; calls and pcm are both
+// unbuffered, so every send completes only when the forwarder has received
+// it and the forwarder sees begin, the call's chunks, end, in that order.
+type ttsStage struct {
+	synth tts.Synthesizer
+	log   zerolog.Logger
+}
+
+func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- ttsCall, pcm chan<- tts.Chunk, toHub chan<- ttsFailure) error {
+	defer close(calls)
+	defer close(pcm) // after Synthesize returned: nothing sends on it any more
+	defer close(toHub)
+	for {
+		var job ttsJob
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case j, ok := <-jobs:
+			if !ok {
+				return nil
+			}
+			job = j
+		}
+		t := job.t
+		if t.ctx.Err() == nil && strings.TrimSpace(job.text) != "" {
+			if err := sendCtx(ctx, calls, ttsCall{kind: callBegin, job: job}); err != nil {
+				return err
+			}
+			err := s.synth.Synthesize(t.ctx, job.text, pcm)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := sendCtx(ctx, calls, ttsCall{kind: callEnd, job: job}); err != nil {
+				return err
+			}
+			if err != nil && t.ctx.Err() == nil {
+				s.log.Warn().Err(err).Int("turn", t.id).Msg("tts failed")
+				if err := sendCtx(ctx, toHub, ttsFailure{t: t, err: fmt.Errorf("tts: %w", err)}); err != nil {
+					return err
+				}
+			}
+		}
+		if job.last && t.ctx.Err() == nil {
+			if err := sendCtx(ctx, calls, ttsCall{kind: callTurnEnd, job: job}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// ttsForwarder receives the engine's chunks, resamples them to OutputRate
+// and hands them to the pacer with their word marks converted to absolute
+// output samples of the turn.
+type ttsForwarder struct {
+	rs                 *audio.Resampler // synthesizer rate → OutputRate; nil when equal
+	inRate, outRate    int
+	log                zerolog.Logger
+	tailPad            []int16 // zeros that push the resampler's held-back tail out
+	cur                *turn
+	job                ttsJob
+	inPos, callStartIn int // synthesizer samples of the turn: total, before this call
+	outPos             int // output samples of the turn handed to the pacer
+	firstAudio         bool
+}
+
+func newTTSForwarder(inRate, outRate int, log zerolog.Logger) (*ttsForwarder, error) {
+	f := &ttsForwarder{inRate: inRate, outRate: outRate, log: log}
+	if inRate != outRate {
+		rs, err := audio.NewResampler(inRate, outRate)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tts rate: %w", ErrConfig, err)
+		}
+		f.rs = rs
+		f.tailPad = make([]int16, inRate/100) // 10 ms, more than the filter holds back
+	}
+	return f, nil
+}
+
+// toOut converts a sample position at the synthesizer's rate to OutputRate.
+func (f *ttsForwarder) toOut(in int) int { return int(int64(in) * int64(f.outRate) / int64(f.inRate)) }
+
+func (f *ttsForwarder) run(ctx context.Context, calls <-chan ttsCall, pcm <-chan tts.Chunk, toPacer chan<- pacedAudio) error {
+	defer close(toPacer)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case c, ok := <-calls:
+			if !ok {
+				return nil // the TTS stage is gone, and with it every sender on pcm
+			}
+			if err := f.call(ctx, c, toPacer); err != nil {
+				return err
+			}
+		case ch, ok := <-pcm:
+			if !ok {
+				pcm = nil
+				continue
+			}
+			if err := f.chunk(ctx, ch, toPacer); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (f *ttsForwarder) call(ctx context.Context, c ttsCall, toPacer chan<- pacedAudio) error {
+	t := c.job.t
+	if t != f.cur {
+		f.cur, f.inPos, f.outPos, f.firstAudio = t, 0, 0, false
+		if f.rs != nil {
+			f.rs.Reset()
+		}
+	}
+	switch c.kind {
+	case callBegin:
+		f.job, f.callStartIn = c.job, f.inPos
+	case callEnd:
+		// The whole chunk has been heard once the call's audio has played,
+		// whether or not the engine reported word timings.
+		end := heardMark{textEnd: c.job.ends[len(c.job.ends)-1], outEnd: f.toOut(f.inPos)}
+		return f.send(ctx, toPacer, pacedAudio{t: t, marks: []heardMark{end}})
+	case callTurnEnd:
+		var tail []int16
+		if f.rs != nil {
+			if want := f.toOut(f.inPos) - f.outPos; want > 0 {
+				tail = f.rs.Process(make([]int16, 0, f.rs.MaxOutput(len(f.tailPad))), f.tailPad)
+				tail = tail[:min(want, len(tail))]
+			}
+		}
+		return f.send(ctx, toPacer, pacedAudio{t: t, pcm: tail, end: true})
+	}
+	return nil
+}
+
+func (f *ttsForwarder) chunk(ctx context.Context, ch tts.Chunk, toPacer chan<- pacedAudio) error {
+	t := f.cur
+	if t == nil || t.ctx.Err() != nil {
+		return nil // cut: drop the rest of the turn's audio
+	}
+	if len(ch.PCM) > 0 && !f.firstAudio {
+		f.firstAudio = true
+		t.trace.mark(MarkTTSFirstAudio)
+	}
+	var marks []heardMark
+	if len(ch.Words) > 0 {
+		ends := f.job.ends
+		marks = make([]heardMark, 0, len(ch.Words))
+		for _, w := range ch.Words {
+			te := min(max(w.TextEnd, 0), len(ends)-1)
+			marks = append(marks, heardMark{textEnd: ends[te], outEnd: f.toOut(f.callStartIn + w.EndSample)})
+		}
+	}
+	f.inPos += len(ch.PCM)
+	out := ch.PCM // ownership passed to us, and now to the pacer
+	if f.rs != nil {
+		out = f.rs.Process(make([]int16, 0, f.rs.MaxOutput(len(ch.PCM))), ch.PCM)
+	}
+	f.outPos += len(out)
+	if len(out) == 0 && len(marks) == 0 {
+		return nil
+	}
+	return f.send(ctx, toPacer, pacedAudio{t: t, pcm: out, marks: marks})
+}
+
+func (f *ttsForwarder) send(ctx context.Context, toPacer chan<- pacedAudio, m pacedAudio) error {
+	return sendCtx(ctx, toPacer, m)
+}

@@ -1,0 +1,111 @@
+package pipeline
+
+import (
+	"sync"
+	"time"
+)
+
+// Trace is one turn's latency trace: when each mark (MarkSpeechStart, ...)
+// happened. Marks that did not happen are absent.
+type Trace struct {
+	Turn        int
+	Marks       map[string]time.Time
+	Interrupted bool
+}
+
+// SinceSpeechEnd returns, for every mark, its milliseconds since speech_end
+// (negative for speech_start). It returns nil when speech_end is absent.
+func (t Trace) SinceSpeechEnd() map[string]float64 {
+	end, ok := t.Marks[MarkSpeechEnd]
+	if !ok {
+		return nil
+	}
+	ms := make(map[string]float64, len(t.Marks))
+	for name, at := range t.Marks {
+		ms[name] = durationMs(at.Sub(end))
+	}
+	return ms
+}
+
+// VoiceToVoice is first_audio_out − speech_end in milliseconds, the server's
+// view of voice-to-voice latency; ok is false when either mark is absent.
+func (t Trace) VoiceToVoice() (ms float64, ok bool) {
+	end, ok1 := t.Marks[MarkSpeechEnd]
+	out, ok2 := t.Marks[MarkFirstAudioOut]
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	return durationMs(out.Sub(end)), true
+}
+
+func durationMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Observer receives a session's measurements (web/metrics implements it). Its
+// methods are called from the session's stage goroutines and must not block.
+type Observer interface {
+	TurnTraced(Trace)
+	FrameDropped(reason string)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) TurnTraced(Trace)    {}
+func (nopObserver) FrameDropped(string) {}
+
+// traceRec collects one turn's marks. Several stages mark the same turn
+// (audio-in, ASR, LLM, TTS, pacer), so the map is guarded; it is touched a
+// dozen times per turn, never per frame or per token.
+type traceRec struct {
+	utt int // the utterance's number in the session (immutable)
+
+	mu          sync.Mutex // guards the fields below
+	turn        int
+	marks       map[string]time.Time
+	interrupted bool
+}
+
+func newTraceRec(utt int) *traceRec {
+	return &traceRec{utt: utt, marks: make(map[string]time.Time, len(MarkOrder))}
+}
+
+// mark records name at now unless it was already recorded (the first wins).
+func (r *traceRec) mark(name string) time.Time {
+	return r.markAt(name, time.Now())
+}
+
+func (r *traceRec) markAt(name string, at time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.marks[name]; ok {
+		return prev
+	}
+	r.marks[name] = at
+	if name == MarkInterrupted {
+		r.interrupted = true
+	}
+	return at
+}
+
+func (r *traceRec) get(name string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.marks[name]
+	return at, ok
+}
+
+func (r *traceRec) setTurn(turn int) {
+	r.mu.Lock()
+	r.turn = turn
+	r.mu.Unlock()
+}
+
+// snapshot copies the marks into a Trace.
+func (r *traceRec) snapshot() Trace {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	marks := make(map[string]time.Time, len(r.marks))
+	for k, v := range r.marks {
+		marks[k] = v
+	}
+	return Trace{Turn: r.turn, Marks: marks, Interrupted: r.interrupted}
+}
