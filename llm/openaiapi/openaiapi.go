@@ -1,0 +1,512 @@
+// Package openaiapi serves an OpenAI-compatible API for an llm.Model:
+// POST /v1/chat/completions (streamed as server-sent events, or one JSON
+// response) and GET /v1/models. Streams follow OpenAI's framing exactly:
+// "data: {chunk}\n\n" lines, a first delta carrying the role, a last chunk
+// with finish_reason, usage in an extra chunk when
+// stream_options.include_usage is set, then "data: [DONE]".
+package openaiapi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/llm"
+)
+
+// maxBodyBytes bounds a request body; a long conversation is well under it.
+const maxBodyBytes = 8 << 20
+
+type server struct {
+	model   llm.Model
+	modelID string
+	created int64
+	log     zerolog.Logger
+}
+
+// New returns a handler serving /v1/chat/completions and /v1/models for
+// model under the name modelID. Paths also match without the /v1 prefix, so
+// the handler works mounted whole or behind http.StripPrefix("/v1", …).
+func New(model llm.Model, modelID string, log zerolog.Logger) http.Handler {
+	s := &server{model: model, modelID: modelID, created: time.Now().Unix(), log: log}
+	mux := http.NewServeMux()
+	for _, prefix := range []string{"/v1", ""} {
+		mux.HandleFunc("POST "+prefix+"/chat/completions", s.chatCompletions)
+		mux.HandleFunc("GET "+prefix+"/models", s.listModels)
+		mux.HandleFunc("GET "+prefix+"/models/{id}", s.getModel)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{
+			status:  http.StatusNotFound,
+			Message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path),
+			Type:    "invalid_request_error",
+			Code:    strPtr("unknown_url"),
+		})
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // a failed write means the client left
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, e.status, map[string]*apiError{"error": e})
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *server) modelObject() modelObject {
+	return modelObject{ID: s.modelID, Object: "model", Created: s.created, OwnedBy: "voxpipe"}
+}
+
+func (s *server) listModels(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []modelObject{s.modelObject()}})
+}
+
+func (s *server) getModel(w http.ResponseWriter, r *http.Request) {
+	if id := r.PathValue("id"); id != s.modelID {
+		writeError(w, modelNotFound(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelObject())
+}
+
+// chatRequest holds the fields of OpenAI's request that this server uses;
+// other fields are accepted and ignored.
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Temperature         *float32      `json:"temperature"`
+	TopP                *float32      `json:"top_p"`
+	Seed                *int64        `json:"seed"`
+	Stop                stopList      `json:"stop"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	N *int `json:"n"`
+}
+
+type chatMessage struct {
+	Role    string         `json:"role"`
+	Content messageContent `json:"content"`
+}
+
+// messageContent is a string or an array of content parts (text parts are
+// joined; other kinds are refused).
+type messageContent string
+
+func (c *messageContent) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*c = ""
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*c = messageContent(s)
+		return nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return errors.New("content must be a string or an array of content parts")
+	}
+	var sb strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return fmt.Errorf("content part type %q is not supported (text only)", p.Type)
+		}
+		sb.WriteString(p.Text)
+	}
+	*c = messageContent(sb.String())
+	return nil
+}
+
+// stopList is a string or an array of strings.
+type stopList []string
+
+func (s *stopList) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*s = nil
+		return nil
+	}
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*s = stopList{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("stop must be a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// parseRequest decodes and validates the body into an llm.Request.
+func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiError) {
+	var req chatRequest
+	body := http.MaxBytesReader(nil, r.Body, maxBodyBytes)
+	if err := json.NewDecoder(body).Decode(&req); err != nil {
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("Request body is larger than %d bytes.", maxBodyBytes), "")
+		}
+		return nil, llm.Request{}, invalidRequest("We could not parse the JSON body of your request: "+err.Error(), "")
+	}
+	if req.Model != "" && req.Model != s.modelID {
+		return nil, llm.Request{}, modelNotFound(req.Model)
+	}
+	if len(req.Messages) == 0 {
+		return nil, llm.Request{}, invalidRequest("messages must be a non-empty array.", "messages")
+	}
+	out := llm.Request{Temperature: 1, Stop: req.Stop} // OpenAI's default temperature is 1
+	for i, m := range req.Messages {
+		role := m.Role
+		switch role {
+		case "developer":
+			role = llm.RoleSystem
+		case llm.RoleSystem, llm.RoleUser, llm.RoleAssistant:
+		case "":
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d].role is missing.", i), fmt.Sprintf("messages[%d].role", i))
+		}
+		out.Messages = append(out.Messages, llm.Message{Role: role, Content: string(m.Content)})
+	}
+	if req.N != nil && *req.N != 1 {
+		return nil, llm.Request{}, invalidRequest("Only n=1 is supported.", "n")
+	}
+	maxTokens := req.MaxTokens
+	param := "max_tokens"
+	if req.MaxCompletionTokens != nil {
+		maxTokens, param = req.MaxCompletionTokens, "max_completion_tokens"
+	}
+	if maxTokens != nil {
+		if *maxTokens < 1 {
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("%s must be at least 1, got %d.", param, *maxTokens), param)
+		}
+		out.MaxTokens = *maxTokens
+	}
+	if req.Temperature != nil {
+		if *req.Temperature < 0 || *req.Temperature > 2 {
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("temperature must be between 0 and 2, got %g.", *req.Temperature), "temperature")
+		}
+		out.Temperature = *req.Temperature
+	}
+	if req.TopP != nil {
+		if *req.TopP <= 0 || *req.TopP > 1 {
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("top_p must be in (0, 1], got %g.", *req.TopP), "top_p")
+		}
+		if *req.TopP < 1 {
+			out.TopP = *req.TopP
+		}
+	}
+	if req.Seed != nil {
+		out.Seed = uint64(*req.Seed)
+	}
+	return &req, out, nil
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read does not fail on supported platforms
+	return "chatcmpl-" + hex.EncodeToString(b[:])
+}
+
+type usageJSON struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func toUsage(u *llm.Usage) usageJSON {
+	var out usageJSON
+	if u != nil {
+		out.PromptTokens, out.CompletionTokens = u.PromptTokens, u.CompletionTokens
+		out.TotalTokens = u.PromptTokens + u.CompletionTokens
+		out.PromptTokensDetails.CachedTokens = u.CachedTokens
+	}
+	return out
+}
+
+// finishReason infers "length" from the usage: llm.Token does not say why
+// generation ended, but reaching max_tokens is the only cut besides a stop.
+func finishReason(req llm.Request, u *llm.Usage) string {
+	if req.MaxTokens > 0 && u != nil && u.CompletionTokens >= req.MaxTokens {
+		return "length"
+	}
+	return "stop"
+}
+
+func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	raw, req, apiErr := s.parseRequest(r)
+	if apiErr != nil {
+		s.log.Debug().Str("error", apiErr.Message).Int("status", apiErr.status).Msg("openaiapi: bad request")
+		writeError(w, apiErr)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context()) // ends when the client disconnects
+	defer cancel()
+	tokens, err := s.model.Stream(ctx, req)
+	if err != nil {
+		if errors.Is(err, llm.ErrBusy) {
+			writeError(w, busy())
+			return
+		}
+		s.log.Error().Err(err).Msg("openaiapi: model refused the request")
+		writeError(w, serverError("The model could not start: "+err.Error()))
+		return
+	}
+	// Whatever happens below, let the backend finish closing its channel so
+	// its goroutine never blocks on a send nobody reads.
+	defer func() {
+		cancel()
+		for range tokens {
+		}
+	}()
+	id, created := newID(), time.Now().Unix()
+	var usage *llm.Usage
+	var genErr error
+	if raw.Stream {
+		includeUsage := raw.StreamOptions != nil && raw.StreamOptions.IncludeUsage
+		usage, genErr = s.stream(ctx, w, tokens, req, id, created, includeUsage)
+	} else {
+		usage, genErr = s.complete(ctx, w, tokens, req, id, created)
+	}
+	ev := s.log.Debug()
+	if genErr != nil {
+		ev = s.log.Warn().Err(genErr)
+	}
+	if usage != nil {
+		ev = ev.Int("prompt_tokens", usage.PromptTokens).Int("completion_tokens", usage.CompletionTokens)
+	}
+	ev.Bool("stream", raw.Stream).Dur("took", time.Since(start)).Msg("openaiapi: chat completion")
+}
+
+// complete collects the whole answer and writes one chat.completion.
+func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-chan llm.Token, req llm.Request, id string, created int64) (*llm.Usage, error) {
+	var text strings.Builder
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case tok, ok := <-tokens:
+			if !ok {
+				writeError(w, serverError("The model ended the stream without finishing."))
+				return nil, errors.New("openaiapi: token channel closed before Done")
+			}
+			text.WriteString(tok.Text)
+			if tok.Err != nil {
+				if errors.Is(tok.Err, llm.ErrBusy) {
+					writeError(w, busy())
+				} else {
+					writeError(w, serverError("Generation failed: "+tok.Err.Error()))
+				}
+				return nil, tok.Err
+			}
+			if !tok.Done {
+				continue
+			}
+			writeJSON(w, http.StatusOK, map[string]any{
+				"id":                 id,
+				"object":             "chat.completion",
+				"created":            created,
+				"model":              s.modelID,
+				"system_fingerprint": nil,
+				"choices": []any{map[string]any{
+					"index":         0,
+					"message":       map[string]any{"role": "assistant", "content": text.String(), "refusal": nil},
+					"logprobs":      nil,
+					"finish_reason": finishReason(req, tok.Usage),
+				}},
+				"usage": toUsage(tok.Usage),
+			})
+			return tok.Usage, nil
+		}
+	}
+}
+
+// stream writes server-sent events as tokens arrive.
+func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-chan llm.Token, req llm.Request, id string, created int64, includeUsage bool) (*llm.Usage, error) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no") // keep proxies from buffering the stream
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	cw := newChunkWriter(id, created, s.modelID, includeUsage)
+	send := func(b []byte) error {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return nil
+	}
+	if err := send(cw.roleChunk()); err != nil {
+		return nil, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case tok, ok := <-tokens:
+			if !ok {
+				_ = send(cw.errorEvent(serverError("The model ended the stream without finishing.")))
+				return nil, errors.New("openaiapi: token channel closed before Done")
+			}
+			if tok.Text != "" {
+				if err := send(cw.contentChunk(tok.Text)); err != nil {
+					return nil, err
+				}
+			}
+			if tok.Err != nil {
+				_ = send(cw.errorEvent(serverError("Generation failed: " + tok.Err.Error())))
+				return nil, tok.Err
+			}
+			if !tok.Done {
+				continue
+			}
+			out := cw.finishChunk(finishReason(req, tok.Usage))
+			if includeUsage {
+				out = append(out, cw.usageChunk(toUsage(tok.Usage))...)
+			}
+			out = append(out, "data: [DONE]\n\n"...)
+			return tok.Usage, send(out)
+		}
+	}
+}
+
+// chunkWriter builds chat.completion.chunk events. Content chunks are
+// assembled by hand into a reused buffer: they are the per-token path.
+type chunkWriter struct {
+	prefix       []byte // `data: {"id":…,"choices":[{"index":0,"delta":`
+	includeUsage bool
+	id           string
+	created      int64
+	model        string
+	buf          []byte
+}
+
+func newChunkWriter(id string, created int64, model string, includeUsage bool) *chunkWriter {
+	c := &chunkWriter{includeUsage: includeUsage, id: id, created: created, model: model}
+	p := []byte(`data: {"id":`)
+	p = appendJSONString(p, id)
+	p = append(p, `,"object":"chat.completion.chunk","created":`...)
+	p = strconv.AppendInt(p, created, 10)
+	p = append(p, `,"model":`...)
+	p = appendJSONString(p, model)
+	p = append(p, `,"system_fingerprint":null,"choices":[{"index":0,"delta":`...)
+	c.prefix = p
+	return c
+}
+
+func (c *chunkWriter) chunk(delta []byte, finish string) []byte {
+	b := append(c.buf[:0], c.prefix...)
+	b = append(b, delta...)
+	b = append(b, `,"logprobs":null,"finish_reason":`...)
+	if finish == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendJSONString(b, finish)
+	}
+	b = append(b, "}]"...)
+	if c.includeUsage {
+		b = append(b, `,"usage":null`...)
+	}
+	b = append(b, "}\n\n"...)
+	c.buf = b
+	return b
+}
+
+func (c *chunkWriter) roleChunk() []byte {
+	return c.chunk([]byte(`{"role":"assistant","content":"","refusal":null}`), "")
+}
+
+func (c *chunkWriter) contentChunk(text string) []byte {
+	// The delta goes straight into buf after the prefix; no intermediate copy.
+	b := append(c.buf[:0], c.prefix...)
+	b = append(b, `{"content":`...)
+	b = appendJSONString(b, text)
+	b = append(b, `},"logprobs":null,"finish_reason":null}]`...)
+	if c.includeUsage {
+		b = append(b, `,"usage":null`...)
+	}
+	b = append(b, "}\n\n"...)
+	c.buf = b
+	return b
+}
+
+func (c *chunkWriter) finishChunk(reason string) []byte {
+	return append([]byte(nil), c.chunk([]byte(`{}`), reason)...)
+}
+
+func (c *chunkWriter) usageChunk(u usageJSON) []byte {
+	body, _ := json.Marshal(map[string]any{
+		"id": c.id, "object": "chat.completion.chunk", "created": c.created, "model": c.model,
+		"system_fingerprint": nil, "choices": []any{}, "usage": u,
+	})
+	return append(append([]byte("data: "), body...), "\n\n"...)
+}
+
+func (c *chunkWriter) errorEvent(e *apiError) []byte {
+	body, _ := json.Marshal(map[string]*apiError{"error": e})
+	return append(append([]byte("data: "), body...), "\n\n"...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD
+// and U+2028/U+2029 are escaped, as encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b = append(b, '\\', '"')
+		case r == '\\':
+			b = append(b, '\\', '\\')
+		case r == '\n':
+			b = append(b, '\\', 'n')
+		case r == '\r':
+			b = append(b, '\\', 'r')
+		case r == '\t':
+			b = append(b, '\\', 't')
+		case r < 0x20 || r == 0x2028 || r == 0x2029:
+			b = append(b, '\\', 'u', hexDigits[r>>12&0xF], hexDigits[r>>8&0xF], hexDigits[r>>4&0xF], hexDigits[r&0xF])
+		default:
+			b = utf8.AppendRune(b, r) // ranging turned invalid bytes into U+FFFD
+		}
+	}
+	return append(b, '"')
+}
