@@ -1,0 +1,31 @@
+// C entry points of package kernels. Every function handles a whole row range per call so the cgo
+// call cost is paid once per matrix slice, never per row. No function keeps a pointer after return.
+#ifndef VOXPIPE_KERNELS_H
+#define VOXPIPE_KERNELS_H
+#include <stdint.h>
+
+// kn_cpu_level returns 0 (no usable SIMD), 1 (AVX2+FMA+F16C) or 2 (also AVX-512 F/BW/VL/VNNI).
+int kn_cpu_level(void);
+
+// AVX2 + FMA + F16C
+void kn_quantize_q8_0_avx2(uint8_t *dst, const float *x, int64_t nb);
+float kn_dot_f32_avx2(const float *a, const float *b, int64_t n);
+void kn_matvec_f32_avx2(float *out, const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x);
+void kn_matmul_f32_avx2(float *out, int64_t ldo, const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x, int64_t n);
+void kn_matvec_f16_avx2(float *out, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x);
+void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x, int64_t n);
+
+// Quantized products, one set per tier.
+void kn_matvec_q8_0_avx2(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);
+void kn_matvec_q4_0_avx2(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);
+void kn_matmul_q8_0_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q4_0_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matvec_q8_0_vnni(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);
+void kn_matvec_q4_0_vnni(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);
+void kn_matmul_q8_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q4_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+
+// Test hooks: F16C conversions, to check the Go conversions against the hardware.
+uint16_t kn_f32_to_f16_hw(float f);
+float kn_f16_to_f32_hw(uint16_t h);
+#endif

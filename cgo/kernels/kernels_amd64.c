@@ -1,0 +1,207 @@
+// SIMD kernels of package kernels. The file itself builds for baseline x86-64; each kernel group
+// sits in a `#pragma GCC target` region (same effect as per-function target attributes), and Go
+// picks a tier once at start-up from kn_cpu_level, so no instruction runs on a CPU without it.
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels.h"
+
+int kn_cpu_level(void) {
+	__builtin_cpu_init();
+	if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+		return 0;
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+		return 2;
+	return 1;
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
+uint16_t kn_f32_to_f16_hw(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+float kn_f16_to_f32_hw(uint16_t h) { return _cvtsh_ss(h); }
+
+// kn_quantize_q8_0_avx2 follows llama.cpp's x86 activation quantizer: d = amax/127 stored as fp16,
+// q = round-to-nearest-even(x · (127/amax)) in float32.
+void kn_quantize_q8_0_avx2(uint8_t *dst, const float *x, int64_t nb) {
+	const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+	for (int64_t b = 0; b < nb; b++, x += 32, dst += 34) {
+		__m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+		__m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+		__m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v0, absmask), _mm256_and_ps(v1, absmask)),
+			_mm256_max_ps(_mm256_and_ps(v2, absmask), _mm256_and_ps(v3, absmask)));
+		__m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+		m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+		m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+		const float amax = _mm_cvtss_f32(m4);
+		const uint16_t d = _cvtss_sh(amax / 127.f, _MM_FROUND_TO_NEAREST_INT);
+		memcpy(dst, &d, 2);
+		const __m256 id = _mm256_set1_ps(amax != 0.f ? 127.f / amax : 0.f);
+		const int mode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+		__m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), mode));
+		__m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), mode));
+		__m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), mode));
+		__m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), mode));
+		// packs work per 128-bit lane; the permute restores element order.
+		__m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+		p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+		_mm256_storeu_si256((__m256i *)(dst + 2), p);
+	}
+}
+
+static inline float hsum8(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+float kn_dot_f32_avx2(const float *a, const float *b, int64_t n) {
+	__m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+	int64_t i = 0;
+	for (; i + 32 <= n; i += 32) {
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+		s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+		s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+		s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+	}
+	for (; i + 8 <= n; i += 8)
+		s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+	float s = hsum8(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+	for (; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+// F32 tile: TW weight rows × TX activation rows, 8 columns per step.
+static inline __attribute__((always_inline)) void f32_tile(int tw, int tx, const float *w, int64_t cols,
+		const float *x, float *out, int64_t ldo) {
+	__m256 acc[2][4];
+	for (int i = 0; i < tw; i++)
+		for (int k = 0; k < tx; k++)
+			acc[i][k] = _mm256_setzero_ps();
+	int64_t c = 0;
+	for (; c + 8 <= cols; c += 8) {
+		__m256 wv[2];
+		for (int i = 0; i < tw; i++)
+			wv[i] = _mm256_loadu_ps(w + i * cols + c);
+		for (int k = 0; k < tx; k++) {
+			const __m256 xv = _mm256_loadu_ps(x + k * cols + c);
+			for (int i = 0; i < tw; i++)
+				acc[i][k] = _mm256_fmadd_ps(wv[i], xv, acc[i][k]);
+		}
+	}
+	for (int i = 0; i < tw; i++)
+		for (int k = 0; k < tx; k++) {
+			float s = hsum8(acc[i][k]);
+			for (int64_t t = c; t < cols; t++)
+				s += w[i * cols + t] * x[k * cols + t];
+			out[k * ldo + i] = s;
+		}
+}
+
+// MatVec uses the matmul tiles too, so both give bit-identical results for the same row.
+void kn_matvec_f32_avx2(float *out, const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x) {
+	int64_t r = r0;
+	for (; r + 2 <= r1; r += 2)
+		f32_tile(2, 1, w + r * cols, cols, x, out + (r - r0), 0);
+	for (; r < r1; r++)
+		f32_tile(1, 1, w + r * cols, cols, x, out + (r - r0), 0);
+}
+
+void kn_matmul_f32_avx2(float *out, int64_t ldo, const float *w, int64_t cols, int64_t r0, int64_t r1,
+		const float *x, int64_t n) {
+	int64_t r = r0;
+	for (; r + 2 <= r1; r += 2) {
+		int64_t j = 0;
+		for (; j + 4 <= n; j += 4)
+			f32_tile(2, 4, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+		for (; j < n; j++)
+			f32_tile(2, 1, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+	}
+	for (; r < r1; r++) {
+		int64_t j = 0;
+		for (; j + 4 <= n; j += 4)
+			f32_tile(1, 4, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+		for (; j < n; j++)
+			f32_tile(1, 1, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+	}
+}
+
+// F16 tile: weights widened with F16C (vcvtph2ps), then FMA in float32.
+static inline __attribute__((always_inline)) void f16_tile(int tw, int tx, const uint16_t *w, int64_t cols,
+		const float *x, float *out, int64_t ldo) {
+	__m256 acc[2][4];
+	for (int i = 0; i < tw; i++)
+		for (int k = 0; k < tx; k++)
+			acc[i][k] = _mm256_setzero_ps();
+	int64_t c = 0;
+	for (; c + 8 <= cols; c += 8) {
+		__m256 wv[2];
+		for (int i = 0; i < tw; i++)
+			wv[i] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i * cols + c)));
+		for (int k = 0; k < tx; k++) {
+			const __m256 xv = _mm256_loadu_ps(x + k * cols + c);
+			for (int i = 0; i < tw; i++)
+				acc[i][k] = _mm256_fmadd_ps(wv[i], xv, acc[i][k]);
+		}
+	}
+	for (int i = 0; i < tw; i++)
+		for (int k = 0; k < tx; k++) {
+			float s = hsum8(acc[i][k]);
+			for (int64_t t = c; t < cols; t++)
+				s += _cvtsh_ss(w[i * cols + t]) * x[k * cols + t];
+			out[k * ldo + i] = s;
+		}
+}
+
+void kn_matvec_f16_avx2(float *out, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x) {
+	int64_t r = r0;
+	for (; r + 2 <= r1; r += 2)
+		f16_tile(2, 1, w + r * cols, cols, x, out + (r - r0), 0);
+	for (; r < r1; r++)
+		f16_tile(1, 1, w + r * cols, cols, x, out + (r - r0), 0);
+}
+
+void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1,
+		const float *x, int64_t n) {
+	int64_t r = r0;
+	for (; r + 2 <= r1; r += 2) {
+		int64_t j = 0;
+		for (; j + 4 <= n; j += 4)
+			f16_tile(2, 4, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+		for (; j < n; j++)
+			f16_tile(2, 1, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+	}
+	for (; r < r1; r++) {
+		int64_t j = 0;
+		for (; j + 4 <= n; j += 4)
+			f16_tile(1, 4, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+		for (; j < n; j++)
+			f16_tile(1, 1, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+	}
+}
+
+#define KN_VNNI 0
+#define KN_TW4 3 // weight rows per 4-activation-row tile (AVX2: 16 ymm registers)
+#define KN_FN(name) name##_avx2
+#include "kernels_q.h"
+#undef KN_VNNI
+#undef KN_TW4
+#undef KN_FN
+
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+
+#define KN_VNNI 1
+#define KN_TW4 4 // 32 registers; 4 measured best (2..8 tried)
+#define KN_FN(name) name##_vnni
+#include "kernels_q.h"
+#undef KN_VNNI
+#undef KN_TW4
+#undef KN_FN
+
+#pragma GCC pop_options

@@ -1,0 +1,90 @@
+//go:build cgo && amd64
+
+package kernels
+
+// -std=c11 (not gnu11) also makes GCC default to -ffp-contract=off (cgo rejects that flag itself):
+// no mul+add is silently fused into an FMA, so the C arithmetic rounds exactly as written.
+
+/*
+#cgo CFLAGS: -O3 -std=c11
+#include "kernels.h"
+*/
+import "C"
+
+import "unsafe"
+
+// Go slices are passed as pointers to their first element for the duration of one call; the C side
+// never keeps them (cgo pointer rules). Weight slices may also point into an mmapped GGUF file.
+// Callers have already checked every length, so the C loops never run past a slice.
+
+func detectLevel() level { return level(C.kn_cpu_level()) }
+
+func f32p(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
+func u8p(s []byte) *C.uint8_t   { return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(s))) }
+func u16p(s []byte) *C.uint16_t { return (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func simdQuantizeQ8_0(dst []byte, x []float32, nb int) {
+	C.kn_quantize_q8_0_avx2(u8p(dst), f32p(x), C.int64_t(nb))
+}
+
+func simdDotF32(a, b []float32) float32 {
+	return float32(C.kn_dot_f32_avx2(f32p(a), f32p(b), C.int64_t(len(a))))
+}
+
+func simdMatVecF32(out, w []float32, cols, r0, r1 int, x []float32) {
+	C.kn_matvec_f32_avx2(f32p(out), f32p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), f32p(x))
+}
+
+func simdMatVecF16(out []float32, w []byte, cols, r0, r1 int, x []float32) {
+	C.kn_matvec_f16_avx2(f32p(out), u16p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), f32p(x))
+}
+
+func simdMatMulF32(out []float32, ldo int, w []float32, cols, r0, r1 int, x []float32, n int) {
+	C.kn_matmul_f32_avx2(f32p(out), C.int64_t(ldo), f32p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+		f32p(x), C.int64_t(n))
+}
+
+func simdMatMulF16(out []float32, ldo int, w []byte, cols, r0, r1 int, x []float32, n int) {
+	C.kn_matmul_f16_avx2(f32p(out), C.int64_t(ldo), u16p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+		f32p(x), C.int64_t(n))
+}
+
+func simdMatVecQ8_0(l level, out []float32, w []byte, cols, r0, r1 int, xq []byte) {
+	if l == levelAVX512VNNI {
+		C.kn_matvec_q8_0_vnni(f32p(out), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), u8p(xq))
+		return
+	}
+	C.kn_matvec_q8_0_avx2(f32p(out), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), u8p(xq))
+}
+
+func simdMatVecQ4_0(l level, out []float32, w []byte, cols, r0, r1 int, xq []byte) {
+	if l == levelAVX512VNNI {
+		C.kn_matvec_q4_0_vnni(f32p(out), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), u8p(xq))
+		return
+	}
+	C.kn_matvec_q4_0_avx2(f32p(out), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), u8p(xq))
+}
+
+func simdMatMulQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	if l == levelAVX512VNNI {
+		C.kn_matmul_q8_0_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+			u8p(xq), C.int64_t(n))
+		return
+	}
+	C.kn_matmul_q8_0_avx2(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+		u8p(xq), C.int64_t(n))
+}
+
+func simdMatMulQ4_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	if l == levelAVX512VNNI {
+		C.kn_matmul_q4_0_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+			u8p(xq), C.int64_t(n))
+		return
+	}
+	C.kn_matmul_q4_0_avx2(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+		u8p(xq), C.int64_t(n))
+}
+
+// hwF32ToF16 and hwF16ToF32 expose the F16C instructions to the tests.
+func hwF32ToF16(f float32) uint16 { return uint16(C.kn_f32_to_f16_hw(C.float(f))) }
+func hwF16ToF32(h uint16) float32 { return float32(C.kn_f16_to_f32_hw(C.uint16_t(h))) }

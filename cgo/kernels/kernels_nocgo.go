@@ -1,0 +1,35 @@
+//go:build !cgo || !amd64
+
+package kernels
+
+// Without cgo (or off amd64) only the portable Go path exists; the simd* hooks are never reached
+// because detectLevel reports generic, but they stay correct if they were.
+
+func detectLevel() level { return levelGeneric }
+
+func simdQuantizeQ8_0(dst []byte, x []float32, _ int) { genericQuantizeQ8_0(dst, x) }
+func simdDotF32(a, b []float32) float32               { return genericDotF32(a, b) }
+func simdMatVecF32(out, w []float32, cols, r0, r1 int, x []float32) {
+	genericMatVecF32(out, w, cols, r0, r1, x)
+}
+func simdMatVecF16(out []float32, w []byte, cols, r0, r1 int, x []float32) {
+	genericMatVecF16(out, w, cols, r0, r1, x)
+}
+func simdMatVecQ8_0(_ level, out []float32, w []byte, cols, r0, r1 int, xq []byte) {
+	genericMatVecQ8_0(out, w, cols, r0, r1, xq)
+}
+func simdMatVecQ4_0(_ level, out []float32, w []byte, cols, r0, r1 int, xq []byte) {
+	genericMatVecQ4_0(out, w, cols, r0, r1, xq)
+}
+func simdMatMulF32(out []float32, ldo int, w []float32, cols, r0, r1 int, x []float32, n int) {
+	genericMatMulF32(out, ldo, w, cols, r0, r1, x, n)
+}
+func simdMatMulQ8_0(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	genericMatMulQ8_0(out, ldo, w, cols, r0, r1, xq, n)
+}
+func simdMatMulQ4_0(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	genericMatMulQ4_0(out, ldo, w, cols, r0, r1, xq, n)
+}
+func simdMatMulF16(out []float32, ldo int, w []byte, cols, r0, r1 int, x []float32, n int) {
+	genericMatMulF16(out, ldo, w, cols, r0, r1, x, n)
+}
