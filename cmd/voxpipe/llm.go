@@ -1,0 +1,336 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/engine"
+	"github.com/voxpipe/voxpipe/llm/engine/gguf"
+	"github.com/voxpipe/voxpipe/llm/engine/quant"
+	"github.com/voxpipe/voxpipe/llm/engine/synth"
+)
+
+const llmUsage = `usage: voxpipe llm <command> [flags]
+
+commands:
+  run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N]
+  bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json]
+  quantize  IN OUT --type q8_0|q4_0|f16|f32
+  eval      --model M --file F [--draft D] [--limit N] [--json]   perplexity (and draft agreement) on held-out text
+  synth     --shape smollm2-135m|qwen2.5-0.5b|llama-1b --type f32|q8_0|q4_0 [--seed S] OUT`
+
+// errUsage marks a command-line mistake; the message is the usage text.
+var errUsage = errors.New("usage error")
+
+// runLLM dispatches `voxpipe llm <command>`.
+func runLLM(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w\n%s", errUsage, llmUsage)
+	}
+	switch args[0] {
+	case "run":
+		return llmRun(ctx, args[1:], os.Stdin, os.Stdout)
+	case "bench":
+		return llmBench(ctx, args[1:], os.Stdout)
+	case "quantize":
+		return llmQuantize(args[1:])
+	case "synth":
+		return llmSynth(args[1:])
+	case "eval":
+		return llmEval(ctx, args[1:], os.Stdout)
+	case "help", "-h", "--help":
+		fmt.Println(llmUsage)
+		return nil
+	}
+	return fmt.Errorf("%w: unknown llm command %q\n%s", errUsage, args[0], llmUsage)
+}
+
+// parseFlags parses flags that may come before or after positional
+// arguments and returns the positionals.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%w: llm %s: %v\n%s", errUsage, fs.Name(), err, llmUsage)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// engineFlags are the flags run and bench share.
+type engineFlags struct {
+	model    string
+	threads  int
+	ctxSize  int
+	template string
+}
+
+func (f *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.model, "model", "", "GGUF model file")
+	fs.IntVar(&f.threads, "threads", 0, "worker threads (0 = all CPUs)")
+	fs.IntVar(&f.ctxSize, "ctx", 0, "context size in tokens (0 = model's, at most 4096)")
+	fs.StringVar(&f.template, "template", "", "chat template: chatml|llama3|llama2|raw (default: from the model)")
+}
+
+func (f *engineFlags) config() (engine.Config, error) {
+	if f.model == "" {
+		return engine.Config{}, fmt.Errorf("%w: --model is required\n%s", errUsage, llmUsage)
+	}
+	cfg := engine.DefaultConfig()
+	cfg.ModelPath = f.model
+	if f.threads > 0 {
+		cfg.Threads = f.threads
+	}
+	cfg.ContextSize = f.ctxSize
+	cfg.ChatTemplate = f.template
+	return cfg, nil
+}
+
+func llmRun(ctx context.Context, args []string, in io.Reader, out io.Writer) error {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	var ef engineFlags
+	ef.register(fs)
+	prompt := fs.String("prompt", "", "prompt (one user message)")
+	chatMode := fs.Bool("chat", false, "interactive chat over stdin")
+	system := fs.String("system", "", "system prompt")
+	maxTokens := fs.Int("max-tokens", 256, "maximum tokens to generate")
+	temp := fs.Float64("temp", 0.7, "sampling temperature (0 = greedy)")
+	topK := fs.Int("top-k", 40, "top-k (0 = off)")
+	topP := fs.Float64("top-p", 0.95, "top-p (0 = off)")
+	seed := fs.Uint64("seed", 0, "sampling seed (0 = random)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: llm run: unexpected argument %q\n%s", errUsage, pos[0], llmUsage)
+	}
+	if *prompt == "" && !*chatMode {
+		return fmt.Errorf("%w: llm run needs --prompt or --chat\n%s", errUsage, llmUsage)
+	}
+	cfg, err := ef.config()
+	if err != nil {
+		return err
+	}
+	e, err := engine.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	req := llm.Request{MaxTokens: *maxTokens, Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed}
+	var history []llm.Message
+	if *system != "" {
+		history = append(history, llm.Message{Role: llm.RoleSystem, Content: *system})
+	}
+	if !*chatMode {
+		req.Messages = append(history, llm.Message{Role: llm.RoleUser, Content: *prompt})
+		_, err := streamTo(ctx, e, req, out)
+		fmt.Fprintln(out)
+		return err
+	}
+	req.Conversation = "cli"
+	lines := bufio.NewScanner(in)
+	lines.Buffer(make([]byte, 64<<10), 1<<20)
+	for {
+		fmt.Fprint(out, "> ")
+		if !lines.Scan() {
+			fmt.Fprintln(out)
+			return lines.Err()
+		}
+		line := strings.TrimSpace(lines.Text())
+		if line == "" {
+			continue
+		}
+		history = append(history, llm.Message{Role: llm.RoleUser, Content: line})
+		req.Messages = history
+		answer, err := streamTo(ctx, e, req, out)
+		fmt.Fprintln(out)
+		if err != nil {
+			return err
+		}
+		history = append(history, llm.Message{Role: llm.RoleAssistant, Content: answer})
+	}
+}
+
+// streamTo prints a streamed answer and returns its text.
+func streamTo(ctx context.Context, m llm.Model, req llm.Request, out io.Writer) (string, error) {
+	ch, err := m.Stream(ctx, req)
+	if err != nil {
+		return "", err
+	}
+	var answer strings.Builder
+	for tok := range ch {
+		if tok.Err != nil {
+			return answer.String(), tok.Err
+		}
+		answer.WriteString(tok.Text)
+		if _, err := io.WriteString(out, tok.Text); err != nil {
+			return answer.String(), err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return answer.String(), err
+	}
+	return answer.String(), nil
+}
+
+// benchReport is the --json output of llm bench.
+type benchReport struct {
+	Model            string  `json:"model"`
+	Threads          int     `json:"threads"`
+	Kernels          string  `json:"kernels"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	DecodeTokens     int     `json:"decode_tokens"`
+	PromptTokensPerS float64 `json:"prompt_tokens_per_s"`
+	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
+	TTFTMs           float64 `json:"ttft_ms"`
+	LoadMs           float64 `json:"load_ms"`
+	PromptCPUSeconds float64 `json:"prompt_cpu_s"`
+	DecodeCPUSeconds float64 `json:"decode_cpu_s"`
+	PeakRSSBytes     int64   `json:"peak_rss_bytes"`
+}
+
+func llmBench(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var ef engineFlags
+	ef.register(fs)
+	promptTokens := fs.Int("prompt-tokens", 512, "prompt length")
+	decodeTokens := fs.Int("decode-tokens", 128, "tokens to decode")
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("%w: llm bench: unexpected argument %q\n%s", errUsage, pos[0], llmUsage)
+	}
+	cfg, err := ef.config()
+	if err != nil {
+		return err
+	}
+	if cfg.ContextSize == 0 {
+		cfg.ContextSize = *promptTokens + *decodeTokens
+	}
+	start := time.Now()
+	e, err := engine.Open(cfg)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	load := time.Since(start)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	res, err := e.Bench(ctx, *promptTokens, *decodeTokens)
+	if err != nil {
+		return err
+	}
+	rep := benchReport{
+		Model:            cfg.ModelPath,
+		Threads:          res.Threads,
+		Kernels:          res.Kernels,
+		PromptTokens:     res.PromptTokens,
+		DecodeTokens:     res.DecodeTokens,
+		PromptTokensPerS: res.PromptTokensPerSecond(),
+		DecodeTokensPerS: res.DecodeTokensPerSecond(),
+		TTFTMs:           float64(res.TTFT.Microseconds()) / 1000,
+		LoadMs:           float64(load.Microseconds()) / 1000,
+		PromptCPUSeconds: res.PromptCPU.Seconds(),
+		DecodeCPUSeconds: res.DecodeCPU.Seconds(),
+		PeakRSSBytes:     peakRSS(),
+	}
+	if *asJSON {
+		return json.NewEncoder(out).Encode(rep)
+	}
+	fmt.Fprintf(out, "model    %s (%d threads, %s kernels)\n", rep.Model, rep.Threads, rep.Kernels)
+	fmt.Fprintf(out, "load     %.0f ms\n", rep.LoadMs)
+	fmt.Fprintf(out, "prompt   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.PromptTokens, rep.PromptTokensPerS, rep.PromptCPUSeconds)
+	fmt.Fprintf(out, "ttft     %.1f ms\n", rep.TTFTMs)
+	fmt.Fprintf(out, "decode   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.DecodeTokens, rep.DecodeTokensPerS, rep.DecodeCPUSeconds)
+	fmt.Fprintf(out, "peak RSS %.1f MiB\n", float64(rep.PeakRSSBytes)/(1<<20))
+	return nil
+}
+
+// peakRSS is the process's peak resident set (Linux reports KiB).
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return int64(ru.Maxrss) * 1024
+}
+
+func parseType(s string, allowed ...gguf.Type) (gguf.Type, error) {
+	for _, t := range allowed {
+		if strings.EqualFold(s, t.String()) {
+			return t, nil
+		}
+	}
+	names := make([]string, len(allowed))
+	for i, t := range allowed {
+		names[i] = strings.ToLower(t.String())
+	}
+	return 0, fmt.Errorf("%w: --type %q (want %s)\n%s", errUsage, s, strings.Join(names, "|"), llmUsage)
+}
+
+func llmQuantize(args []string) error {
+	fs := flag.NewFlagSet("quantize", flag.ContinueOnError)
+	typName := fs.String("type", "q8_0", "q8_0|q4_0|f16|f32")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return fmt.Errorf("%w: llm quantize needs IN and OUT\n%s", errUsage, llmUsage)
+	}
+	typ, err := parseType(*typName, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeF16, gguf.TypeF32)
+	if err != nil {
+		return err
+	}
+	return quant.QuantizeFile(pos[0], pos[1], typ)
+}
+
+func llmSynth(args []string) error {
+	fs := flag.NewFlagSet("synth", flag.ContinueOnError)
+	shape := fs.String("shape", "", "smollm2-135m|qwen2.5-0.5b|llama-1b")
+	typName := fs.String("type", "q8_0", "f32|q8_0|q4_0")
+	seed := fs.Int64("seed", 1, "random seed")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || *shape == "" {
+		return fmt.Errorf("%w: llm synth needs --shape and OUT\n%s", errUsage, llmUsage)
+	}
+	typ, err := parseType(*typName, gguf.TypeF32, gguf.TypeQ8_0, gguf.TypeQ4_0)
+	if err != nil {
+		return err
+	}
+	return synth.Write(pos[0], *shape, typ, *seed)
+}

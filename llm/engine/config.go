@@ -1,0 +1,56 @@
+package engine
+
+import "runtime"
+
+// Config configures an Engine. Sampling fields are defaults for requests
+// that leave the matching llm.Request field zero. Temperature is the
+// exception: llm.Request defines Temperature 0 as greedy, so
+// Config.Temperature is only a default for callers that build requests
+// from the config (the CLI).
+type Config struct {
+	ModelPath   string
+	Threads     int // worker threads for matmuls; 0 = number of CPUs
+	ContextSize int // tokens per sequence; 0 = the model's context_length capped at 4096
+
+	ChatTemplate string // "" = detected from the model; chatml|llama3|llama2|raw
+
+	Temperature   float32
+	TopK          int
+	TopP, MinP    float32
+	RepeatPenalty float32 // 1 = off
+	Seed          uint64  // 0 = random per request
+
+	MaxTokens int // default answer length for requests with MaxTokens 0
+
+	// InPlace computes with the weights where they are in the file
+	// mapping instead of copying them into anonymous huge-page memory.
+	// It loads faster and shares pages between processes, but decoding
+	// was 4-6x slower on the dev VM (TLB misses on 4 KiB page-cache
+	// pages); see model.copyWeights.
+	InPlace bool
+
+	// QueueSize bounds requests waiting for the scheduler; Stream
+	// returns llm.ErrBusy when it is full. 0 = 8.
+	QueueSize int
+	// Conversations is how many conversation KV caches are kept (LRU). 0 = 4.
+	Conversations int
+	// CacheBytes bounds the memory of the kept KV caches. 0 = 1 GiB.
+	CacheBytes int64
+}
+
+// DefaultConfig returns settings suited to a voice assistant: short,
+// lightly sampled answers.
+func DefaultConfig() Config {
+	return Config{
+		Threads:       runtime.NumCPU(),
+		Temperature:   0.7,
+		TopK:          40,
+		TopP:          0.95,
+		MinP:          0.05,
+		RepeatPenalty: 1, // off, as llama.cpp's current default
+		MaxTokens:     256,
+		QueueSize:     8,
+		Conversations: 4,
+		CacheBytes:    1 << 30,
+	}
+}

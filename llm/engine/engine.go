@@ -1,0 +1,482 @@
+// Package engine is voxpipe's in-process LLM engine: it loads a GGUF model
+// (llama, qwen2, qwen3; F32, F16, Q8_0, Q4_0 weights) and streams answers
+// through llm.Model.
+//
+// Design:
+//   - One scheduler goroutine owns the model state (scratch buffers, worker
+//     pool, KV caches) and runs requests from a bounded queue (llm.ErrBusy
+//     when full). Requests run one at a time, one forward step each; the
+//     forward pass already takes a batch of token rows, so continuous
+//     batching means giving each row its own KV cache and position and
+//     stepping all active sequences together.
+//   - Matrix products are cut into row chunks that the scheduler goroutine
+//     and Threads-1 workers claim through one atomic counter. Nobody spins:
+//     idle workers block on a channel, and a worker the OS has descheduled
+//     simply claims nothing, so a busy core slows a step instead of stalling
+//     it (llama.cpp's spinning barrier collapses under the same contention).
+//   - Q8_0/Q4_0 weights multiply activations quantized to Q8_0 once per
+//     matmul (cgo/kernels' integer path), as llama.cpp does; prompts go
+//     through in batches of 64 tokens so each weight is read once per batch.
+//   - Weights are copied from the file mapping into anonymous huge-page
+//     memory (Config.InPlace keeps them in the mapping); see copyWeights for
+//     the measured reason.
+//   - KV caches are F32 and kept per conversation (llm.Request.Conversation)
+//     in a small LRU; a new request reuses the longest common token prefix.
+//   - The decode step allocates nothing; streaming text does (strings).
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/engine/chat"
+	"github.com/voxpipe/voxpipe/llm/engine/gguf"
+	"github.com/voxpipe/voxpipe/llm/engine/tokenizer"
+)
+
+// Engine implements llm.Model on a local GGUF file. It is safe for
+// concurrent use.
+type Engine struct {
+	cfg      Config
+	file     *gguf.File
+	release  func() error // frees the weight arena
+	model    *model
+	tok      *tokenizer.Tokenizer
+	template string
+	rt       *compute
+	samp     *sampler
+	stop     stopMatcher
+	stops    []string
+	one      [1]int32 // the token fed in a decode step
+
+	mu     sync.RWMutex // guards closed against Stream's send on queue
+	closed bool
+	queue  chan *request // created by Open; never closed (quit ends the scheduler)
+	quit   chan struct{}
+	done   chan struct{} // closed when the scheduler has exited
+
+	// Owned by the scheduler goroutine.
+	convs map[string]*sequence
+	clock uint64
+}
+
+// sequence is one token sequence with its KV cache.
+type sequence struct {
+	key      string
+	tokens   []int32 // tokens whose keys and values are in kv
+	kv       *kvCache
+	lastUsed uint64
+}
+
+type request struct {
+	ctx  context.Context
+	req  llm.Request
+	out  chan llm.Token
+	job  func() // set for work that is not a generation (Bench); done is closed after it
+	done chan struct{}
+}
+
+// Open loads the model and starts the scheduler.
+func Open(cfg Config) (*Engine, error) {
+	if cfg.ModelPath == "" {
+		return nil, fmt.Errorf("%w: no model path given (set llm.model or --model to a GGUF file)", ErrModelNotFound)
+	}
+	if _, err := os.Stat(cfg.ModelPath); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s (make a test model with \"voxpipe llm synth --shape smollm2-135m --type q8_0 %s\" or download a GGUF such as SmolLM2-135M-Instruct Q8_0)", ErrModelNotFound, cfg.ModelPath, cfg.ModelPath)
+		}
+		return nil, fmt.Errorf("engine: model %s: %w", cfg.ModelPath, err)
+	}
+	f, err := gguf.Open(cfg.ModelPath)
+	if err != nil {
+		return nil, fmt.Errorf("engine: open %s: %w", cfg.ModelPath, err)
+	}
+	e, err := newEngine(cfg, f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("engine: load %s: %w", cfg.ModelPath, err)
+	}
+	return e, nil
+}
+
+func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
+	def := DefaultConfig()
+	if cfg.Threads <= 0 {
+		cfg.Threads = runtime.NumCPU()
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = def.QueueSize
+	}
+	if cfg.Conversations <= 0 {
+		cfg.Conversations = def.Conversations
+	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = def.CacheBytes
+	}
+	if cfg.MaxTokens <= 0 {
+		cfg.MaxTokens = def.MaxTokens
+	}
+	m, err := loadModel(f)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	release := func() error { return nil }
+	if !cfg.InPlace {
+		if release, err = m.copyWeights(); err != nil {
+			return nil, fmt.Errorf("engine: weights memory: %w", err)
+		}
+	}
+	if cfg.ContextSize <= 0 {
+		cfg.ContextSize = min(m.hp.ctxTrain, 4096)
+	}
+	template := cfg.ChatTemplate
+	if template == "" {
+		t, _ := f.String("tokenizer.chat_template")
+		template = chat.Detect(t)
+	}
+	e := &Engine{
+		cfg:      cfg,
+		file:     f,
+		release:  release,
+		model:    m,
+		tok:      tok,
+		template: template,
+		rt:       newCompute(m, cfg.Threads, cfg.ContextSize, defaultBatch),
+		samp:     newSampler(m.hp.vocab),
+		queue:    make(chan *request, cfg.QueueSize),
+		quit:     make(chan struct{}),
+		done:     make(chan struct{}),
+		convs:    make(map[string]*sequence),
+	}
+	go e.schedule()
+	return e, nil
+}
+
+// Tokenizer returns the model's tokenizer.
+func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
+
+// Template is the chat template name in use.
+func (e *Engine) Template() string { return e.template }
+
+// ContextSize is the number of tokens a sequence may hold.
+func (e *Engine) ContextSize() int { return e.cfg.ContextSize }
+
+// Close stops the scheduler (queued requests get ErrClosed), the workers,
+// and unmaps the model. It is idempotent.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closed = true
+	close(e.quit)
+	e.mu.Unlock()
+	<-e.done
+	e.rt.close()
+	err := e.release()
+	if cerr := e.file.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Stream implements llm.Model. It returns llm.ErrBusy when the queue is
+// full. The channel is buffered so a slow reader does not stall other
+// requests' scheduling; the scheduler still stops when ctx ends.
+func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
+	if len(req.Messages) == 0 {
+		return nil, fmt.Errorf("%w: no messages", ErrEmptyPrompt)
+	}
+	r := &request{ctx: ctx, req: req, out: make(chan llm.Token, 64)}
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case e.queue <- r:
+		return r.out, nil
+	default:
+		return nil, llm.ErrBusy
+	}
+}
+
+// runOnScheduler runs job on the scheduler goroutine, waiting in the queue
+// behind earlier requests.
+func (e *Engine) runOnScheduler(ctx context.Context, job func()) error {
+	r := &request{ctx: ctx, job: job, done: make(chan struct{})}
+	e.mu.RLock()
+	if e.closed {
+		e.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case e.queue <- r:
+	default:
+		e.mu.RUnlock()
+		return llm.ErrBusy
+	}
+	e.mu.RUnlock()
+	<-r.done // the scheduler always closes done, even when closing down
+	return ctx.Err()
+}
+
+// schedule is the only goroutine that touches the model state. It runs
+// requests one at a time; a later continuous-batching scheduler keeps the
+// same shape but steps every active sequence in one forward pass.
+func (e *Engine) schedule() {
+	defer close(e.done)
+	for {
+		select {
+		case <-e.quit:
+			for {
+				select {
+				case r := <-e.queue:
+					r.fail(ErrClosed)
+				default:
+					return
+				}
+			}
+		case r := <-e.queue:
+			e.serve(r)
+		}
+	}
+}
+
+// fail ends a request with err (unless its ctx is gone) and closes its channel.
+func (r *request) fail(err error) {
+	if r.job != nil {
+		close(r.done)
+		return
+	}
+	select {
+	case r.out <- llm.Token{Err: err}:
+	case <-r.ctx.Done():
+	}
+	close(r.out)
+}
+
+// send delivers one token; false when the request's ctx has ended.
+func (r *request) send(t llm.Token) bool {
+	select {
+	case r.out <- t:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+func (e *Engine) serve(r *request) {
+	if r.job != nil {
+		if r.ctx.Err() == nil {
+			r.job()
+		}
+		close(r.done)
+		return
+	}
+	if r.ctx.Err() != nil {
+		close(r.out)
+		return
+	}
+	usage, err := e.generate(r)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			close(r.out) // cancelled: the channel just closes
+			return
+		}
+		r.fail(err)
+		return
+	}
+	r.send(llm.Token{Done: true, Usage: usage})
+	close(r.out)
+}
+
+// samplerFor merges request settings with the engine defaults.
+func (e *Engine) samplerFor(req *llm.Request) samplerParams {
+	p := samplerParams{
+		temperature:   req.Temperature,
+		topK:          req.TopK,
+		topP:          req.TopP,
+		minP:          e.cfg.MinP,
+		repeatPenalty: e.cfg.RepeatPenalty,
+		seed:          req.Seed,
+	}
+	if p.topK == 0 {
+		p.topK = e.cfg.TopK
+	}
+	if p.topP == 0 {
+		p.topP = e.cfg.TopP
+	}
+	if p.seed == 0 {
+		p.seed = e.cfg.Seed
+	}
+	return p
+}
+
+// renderPrompt renders the messages with the chat template and tokenises
+// them, dropping the oldest user/assistant turns (never the system prompt
+// or the last message) until the prompt leaves room for maxTokens.
+func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error) {
+	budget := e.cfg.ContextSize - maxTokens
+	if budget < e.cfg.ContextSize/2 {
+		budget = e.cfg.ContextSize / 2
+	}
+	for {
+		text, err := chat.Render(e.template, msgs, true)
+		if err != nil {
+			return nil, err
+		}
+		ids := e.tok.Encode(text, true, true)
+		if len(ids) == 0 {
+			return nil, ErrEmptyPrompt
+		}
+		if len(ids) <= budget {
+			return ids, nil
+		}
+		first := 0
+		for first < len(msgs) && msgs[first].Role == llm.RoleSystem {
+			first++
+		}
+		if first >= len(msgs)-1 {
+			if len(ids) < e.cfg.ContextSize {
+				return ids, nil // fits, with less room to answer
+			}
+			return nil, fmt.Errorf("%w: %d tokens, context %d", ErrContextFull, len(ids), e.cfg.ContextSize)
+		}
+		drop := 1
+		// Drop a whole exchange: the user message and the answers after it.
+		for first+drop < len(msgs)-1 && msgs[first+drop].Role != llm.RoleUser {
+			drop++
+		}
+		trimmed := make([]llm.Message, 0, len(msgs)-drop)
+		trimmed = append(trimmed, msgs[:first]...)
+		trimmed = append(trimmed, msgs[first+drop:]...)
+		msgs = trimmed
+	}
+}
+
+// sequenceFor returns the cached sequence of a conversation, or a new one,
+// evicting the least recently used ones beyond the configured bounds.
+func (e *Engine) sequenceFor(key string) *sequence {
+	e.clock++
+	s, ok := e.convs[key]
+	if !ok {
+		s = &sequence{key: key, tokens: make([]int32, 0, e.cfg.ContextSize), kv: newKVCache(&e.model.hp, e.cfg.ContextSize)}
+		e.convs[key] = s
+	}
+	s.lastUsed = e.clock
+	for {
+		var total int64
+		var oldest *sequence
+		for _, c := range e.convs {
+			total += c.kv.bytes()
+			if c != s && (oldest == nil || c.lastUsed < oldest.lastUsed) {
+				oldest = c
+			}
+		}
+		if oldest == nil || (len(e.convs) <= e.cfg.Conversations && total <= e.cfg.CacheBytes) {
+			return s
+		}
+		delete(e.convs, oldest.key)
+	}
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// prefill makes seq hold prompt, reusing the longest common prefix, and
+// leaves the logits of the last prompt token in e.rt.logits. It returns how
+// many tokens were reused.
+func (e *Engine) prefill(ctx context.Context, seq *sequence, prompt []int32) (int, error) {
+	cached := commonPrefix(seq.tokens, prompt)
+	if cached == len(prompt) {
+		cached-- // the last token must run again to produce logits
+	}
+	seq.tokens = seq.tokens[:cached]
+	// Feed in batches and record progress after each, so a cancelled
+	// prompt keeps what it has already computed.
+	for start := cached; start < len(prompt); start += e.rt.maxBatch {
+		end := min(start+e.rt.maxBatch, len(prompt))
+		if err := e.rt.forward(ctx, seq.kv, prompt[start:end], start, nil); err != nil {
+			return cached, err
+		}
+		seq.tokens = append(seq.tokens, prompt[start:end]...)
+	}
+	return cached, nil
+}
+
+// generate runs one request to completion on the scheduler goroutine.
+func (e *Engine) generate(r *request) (*llm.Usage, error) {
+	req := &r.req
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = e.cfg.MaxTokens
+	}
+	prompt, err := e.renderPrompt(req.Messages, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	seq := e.sequenceFor(req.Conversation)
+	cached, err := e.prefill(r.ctx, seq, prompt)
+	if err != nil {
+		return nil, err
+	}
+	usage := &llm.Usage{PromptTokens: len(prompt), CachedTokens: cached}
+
+	e.samp.reset(e.samplerFor(req), prompt)
+	e.stops = append(append(e.stops[:0], chat.StopStrings(e.template)...), req.Stop...)
+	e.stop.reset(e.stops)
+	stream := e.tok.NewStream()
+	for usage.CompletionTokens < maxTokens {
+		id := e.samp.sample(e.rt.logits)
+		if e.tok.IsEOG(id) {
+			break
+		}
+		usage.CompletionTokens++
+		e.samp.accept(id)
+		text, stopped := e.stop.push(stream.Add(id))
+		if text != "" && !r.send(llm.Token{Text: text}) {
+			return nil, r.ctx.Err()
+		}
+		if stopped {
+			return usage, nil
+		}
+		pos := len(seq.tokens)
+		if usage.CompletionTokens == maxTokens || pos >= e.cfg.ContextSize {
+			break
+		}
+		if err := r.ctx.Err(); err != nil {
+			return nil, err
+		}
+		e.one[0] = id
+		if err := e.rt.forward(r.ctx, seq.kv, e.one[:], pos, nil); err != nil {
+			return nil, err
+		}
+		seq.tokens = append(seq.tokens, id)
+	}
+	text, stopped := e.stop.push(stream.Flush())
+	if !stopped {
+		text += e.stop.flush()
+	}
+	if text != "" && !r.send(llm.Token{Text: text}) {
+		return nil, r.ctx.Err()
+	}
+	return usage, nil
+}

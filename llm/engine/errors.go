@@ -1,0 +1,24 @@
+package engine
+
+import "errors"
+
+var (
+	// ErrModelNotFound is returned by Open when the model file does not exist.
+	ErrModelNotFound = errors.New("engine: model file not found")
+	// ErrUnsupportedArch is returned for a GGUF whose general.architecture is not llama, qwen2 or qwen3.
+	ErrUnsupportedArch = errors.New("engine: unsupported architecture")
+	// ErrMissingKey is returned when a required metadata key is absent.
+	ErrMissingKey = errors.New("engine: missing metadata key")
+	// ErrMissingTensor is returned when a required tensor is absent.
+	ErrMissingTensor = errors.New("engine: missing tensor")
+	// ErrBadShape is returned when a tensor's dims do not match the hyper-parameters.
+	ErrBadShape = errors.New("engine: tensor shape mismatch")
+	// ErrUnsupportedType is returned for a tensor type the engine cannot compute with.
+	ErrUnsupportedType = errors.New("engine: unsupported tensor type")
+	// ErrContextFull is returned when a prompt does not fit the context window even after dropping history.
+	ErrContextFull = errors.New("engine: prompt does not fit the context window")
+	// ErrClosed is returned by Stream after Close.
+	ErrClosed = errors.New("engine: closed")
+	// ErrEmptyPrompt is returned when a request renders to no tokens.
+	ErrEmptyPrompt = errors.New("engine: empty prompt")
+)

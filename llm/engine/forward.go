@@ -1,0 +1,569 @@
+package engine
+
+import (
+	"context"
+	"math"
+
+	"github.com/voxpipe/voxpipe/cgo/kernels"
+	"github.com/voxpipe/voxpipe/llm/engine/gguf"
+)
+
+// Parallel operations run through the pool.
+const (
+	opMat  = iota // up to three independent matrix products (q/k/v, wo, down, logits)
+	opFFN         // gate and up over the same rows, then silu(gate)*up
+	opAttn        // one (token, head) pair per chunk
+)
+
+// defaultBatch is how many prompt tokens go through one forward pass: every
+// weight is read once per batch.
+const defaultBatch = 64
+
+// matTask is one matrix product of an opMat/opFFN job.
+type matTask struct {
+	w      *weight
+	in     []float32 // rows of w.cols floats (F32/F16 weights)
+	inQ    []byte    // the same rows as Q8_0 (Q8_0/Q4_0 weights)
+	out    []float32 // n rows of ldo floats; row r of w goes to column r
+	ldo    int
+	bias   []float32
+	rpc    int // rows per chunk
+	chunks int
+}
+
+// kvCache holds the keys and values of one sequence, F32, per layer and
+// KV head: keys as [position][headDim] and values transposed as
+// [headDim][position], so both q·Kᵀ and P·V are plain matrix products over
+// contiguous rows.
+type kvCache struct {
+	k, v    [][]float32 // per layer: k [kvHeads][cap][headDim], v [kvHeads][headDim][cap]
+	kvHeads int
+	headDim int
+	cap     int // positions allocated
+	max     int // positions allowed (context size)
+}
+
+func newKVCache(hp *hyperParams, maxPos int) *kvCache {
+	return &kvCache{k: make([][]float32, hp.layers), v: make([][]float32, hp.layers), kvHeads: hp.kvHeads, headDim: hp.headDim, max: maxPos}
+}
+
+// kvGrowStep keeps reallocations rare while a conversation grows.
+const kvGrowStep = 256
+
+// reserve makes room for positions [0, n). It allocates only when n
+// crosses the current capacity.
+func (c *kvCache) reserve(n int) {
+	if n <= c.cap {
+		return
+	}
+	newCap := (n + kvGrowStep - 1) / kvGrowStep * kvGrowStep
+	newCap = min(newCap, c.max)
+	hd := c.headDim
+	for l := range c.k {
+		k := make([]float32, c.kvHeads*newCap*hd)
+		v := make([]float32, c.kvHeads*newCap*hd)
+		if c.cap > 0 {
+			for g := 0; g < c.kvHeads; g++ {
+				copy(k[g*newCap*hd:], c.k[l][g*c.cap*hd:(g+1)*c.cap*hd])
+				for d := 0; d < hd; d++ {
+					copy(v[(g*hd+d)*newCap:], c.v[l][(g*hd+d)*c.cap:(g*hd+d+1)*c.cap])
+				}
+			}
+		}
+		c.k[l], c.v[l] = k, v
+	}
+	c.cap = newCap
+}
+
+// head returns the cached keys (or values) of layer l, KV head g.
+func (c *kvCache) head(data []float32, g int) []float32 {
+	n := c.cap * c.headDim
+	return data[g*n : (g+1)*n]
+}
+
+// bytes is the memory held by the cache.
+func (c *kvCache) bytes() int64 {
+	return int64(len(c.k)) * 2 * int64(c.kvHeads) * int64(c.cap) * int64(c.headDim) * 4
+}
+
+// compute owns the scratch buffers and the worker pool of one model. Only
+// the scheduler goroutine uses it.
+type compute struct {
+	m        *model
+	hp       *hyperParams
+	threads  int
+	maxBatch int
+	ctxSize  int
+	pool     *pool
+
+	x, xb    []float32     // [batch][dim] residual stream and normed/scratch rows
+	xq       []byte        // Q8_0 rows of the current matmul input
+	q, k, v  []float32     // [batch][qDim|kvDim|vDim]
+	att      []float32     // [batch][qDim]
+	gate, up []float32     // [batch][ffn]
+	logits   []float32     // [vocab] logits of the last token
+	scratch  []attnScratch // per worker
+	invFreq  []float64     // RoPE inverse frequencies
+	cos, sin []float32     // [batch][ropeDims/2]
+	attScale float32
+
+	// Current job parameters, written by the scheduler before pool.run.
+	tasks  [3]matTask
+	nTasks int
+	n      int
+	pos0   int
+	layer  int
+	kv     *kvCache
+}
+
+func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
+	hp := &m.hp
+	rt := &compute{m: m, hp: hp, threads: threads, maxBatch: maxBatch, ctxSize: ctxSize}
+	b := maxBatch
+	rt.x = make([]float32, b*hp.dim)
+	rt.xb = make([]float32, b*hp.dim)
+	widest := max(hp.dim, hp.qDim(), hp.ffn)
+	rt.xq = make([]byte, b*(widest+31)/32*kernels.BlockQ8_0)
+	rt.q = make([]float32, b*hp.qDim())
+	rt.k = make([]float32, b*hp.kvDim())
+	rt.v = make([]float32, b*hp.vDim())
+	rt.att = make([]float32, b*hp.qDim())
+	rt.gate = make([]float32, b*hp.ffn)
+	rt.up = make([]float32, b*hp.ffn)
+	rt.logits = make([]float32, hp.vocab)
+	rt.scratch = make([]attnScratch, threads)
+	for i := range rt.scratch {
+		rt.scratch[i] = attnScratch{
+			q:     make([]float32, attnBlock*hp.headDim),
+			probs: make([]float32, attnBlock*ctxSize),
+			out:   make([]float32, attnBlock*hp.headDim),
+		}
+	}
+	half := hp.ropeDims / 2
+	rt.invFreq = make([]float64, half)
+	for i := range rt.invFreq {
+		f := math.Pow(float64(hp.ropeBase), -2*float64(i)/float64(hp.ropeDims))
+		if hp.ropeFreqs != nil {
+			f /= float64(hp.ropeFreqs[i])
+		}
+		rt.invFreq[i] = f
+	}
+	rt.cos = make([]float32, b*half)
+	rt.sin = make([]float32, b*half)
+	rt.attScale = float32(1 / math.Sqrt(float64(hp.headDim)))
+	rt.pool = newPool(threads, rt)
+	return rt
+}
+
+func (rt *compute) close() { rt.pool.close() }
+
+// forward runs tokens at positions pos0.. through the model, appending
+// their keys and values to kv. It leaves the logits of the last token in
+// rt.logits; if all is non-nil it receives the logits of every token
+// ([len(tokens)][vocab]). done (may be nil) is checked between layers.
+func (rt *compute) forward(ctx context.Context, kv *kvCache, tokens []int32, pos0 int, all []float32) error {
+	if pos0+len(tokens) > kv.max {
+		return ErrContextFull
+	}
+	kv.reserve(pos0 + len(tokens))
+	for start := 0; start < len(tokens); start += rt.maxBatch {
+		end := min(start+rt.maxBatch, len(tokens))
+		var allOut []float32
+		if all != nil {
+			allOut = all[start*rt.hp.vocab : end*rt.hp.vocab]
+		}
+		if err := rt.forwardBatch(ctx, kv, tokens[start:end], pos0+start, allOut, end == len(tokens)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rowsPerChunk picks a chunk height that gives each thread several chunks
+// to claim, so a slow or descheduled thread costs little.
+func (rt *compute) rowsPerChunk(rows int) int {
+	if rt.threads == 1 {
+		return rows
+	}
+	r := rows / (rt.threads * 8)
+	r = (r + 7) &^ 7
+	return min(max(r, 16), 512)
+}
+
+func (rt *compute) setTask(i int, w *weight, in []float32, inQ []byte, out []float32, ldo int, bias *weight) {
+	t := &rt.tasks[i]
+	t.w, t.in, t.inQ, t.out, t.ldo = w, in, inQ, out, ldo
+	t.bias = nil
+	if bias != nil {
+		t.bias = bias.f32
+	}
+	t.rpc = rt.rowsPerChunk(w.rows)
+	t.chunks = (w.rows + t.rpc - 1) / t.rpc
+}
+
+// runMats runs rt.tasks[:nTasks] in one parallel job.
+func (rt *compute) runMats(op, nTasks int) {
+	rt.nTasks = nTasks
+	total := 0
+	for i := 0; i < nTasks; i++ {
+		total += rt.tasks[i].chunks
+	}
+	rt.pool.run(op, total)
+}
+
+// quantizeRows fills rt.xq with n rows of cols floats from src when w needs it.
+func (rt *compute) quantizeRows(src []float32, cols, n int, ws ...*weight) []byte {
+	need := false
+	for _, w := range ws {
+		need = need || w.needsQ8()
+	}
+	if !need {
+		return nil
+	}
+	rb := cols / 32 * kernels.BlockQ8_0
+	for j := 0; j < n; j++ {
+		kernels.QuantizeQ8_0(rt.xq[j*rb:(j+1)*rb], src[j*cols:(j+1)*cols])
+	}
+	return rt.xq[:n*rb]
+}
+
+func (rt *compute) forwardBatch(ctx context.Context, kv *kvCache, tokens []int32, pos0 int, all []float32, last bool) error {
+	hp := rt.hp
+	m := rt.m
+	n := len(tokens)
+	dim, qDim, kvDim, ffn := hp.dim, hp.qDim(), hp.kvDim(), hp.ffn
+	rt.n, rt.pos0, rt.kv = n, pos0, kv
+
+	for j, id := range tokens {
+		embedRow(rt.x[j*dim:(j+1)*dim], m.tokEmbd, int(id))
+	}
+	half := hp.ropeDims / 2
+	for j := 0; j < n; j++ {
+		p := float64(pos0 + j)
+		for i, f := range rt.invFreq {
+			s, c := math.Sincos(p * f)
+			rt.cos[j*half+i], rt.sin[j*half+i] = float32(c), float32(s)
+		}
+	}
+	var done <-chan struct{}
+	if ctx != nil {
+		done = ctx.Done()
+	}
+	x, xb := rt.x[:n*dim], rt.xb[:n*dim]
+	for l := range m.layers {
+		if done != nil {
+			select {
+			case <-done:
+				return ctx.Err()
+			default:
+			}
+		}
+		lw := &m.layers[l]
+		rt.layer = l
+
+		// Attention.
+		rmsNormRows(xb, x, lw.attnNorm.f32, dim, n, hp.rmsEps)
+		xq := rt.quantizeRows(xb, dim, n, lw.wq, lw.wk, lw.wv)
+		rt.setTask(0, lw.wq, xb, xq, rt.q, qDim, lw.bq)
+		rt.setTask(1, lw.wk, xb, xq, rt.k, kvDim, lw.bk)
+		rt.setTask(2, lw.wv, xb, xq, rt.v, hp.vDim(), lw.bv)
+		rt.runMats(opMat, 3)
+		hd := hp.headDim
+		for j := 0; j < n; j++ {
+			qj := rt.q[j*qDim : (j+1)*qDim]
+			kj := rt.k[j*kvDim : (j+1)*kvDim]
+			if hp.qkNorm {
+				for h := 0; h < hp.heads; h++ {
+					rmsNorm(qj[h*hd:(h+1)*hd], qj[h*hd:(h+1)*hd], lw.qNorm.f32, hp.rmsEps)
+				}
+				for h := 0; h < hp.kvHeads; h++ {
+					rmsNorm(kj[h*hd:(h+1)*hd], kj[h*hd:(h+1)*hd], lw.kNorm.f32, hp.rmsEps)
+				}
+			}
+			cos, sin := rt.cos[j*half:(j+1)*half], rt.sin[j*half:(j+1)*half]
+			for h := 0; h < hp.heads; h++ {
+				rope(qj[h*hd:(h+1)*hd], cos, sin, hp.rope)
+			}
+			for h := 0; h < hp.kvHeads; h++ {
+				rope(kj[h*hd:(h+1)*hd], cos, sin, hp.rope)
+			}
+			p := pos0 + j
+			vj := rt.v[j*kvDim : (j+1)*kvDim]
+			for g := 0; g < hp.kvHeads; g++ {
+				copy(kv.head(kv.k[l], g)[p*hd:(p+1)*hd], kj[g*hd:(g+1)*hd])
+				vt := kv.head(kv.v[l], g)
+				for d, x := range vj[g*hd : (g+1)*hd] {
+					vt[d*kv.cap+p] = x
+				}
+			}
+		}
+		rt.pool.run(opAttn, rt.attnChunks())
+		aq := rt.quantizeRows(rt.att, qDim, n, lw.wo)
+		rt.setTask(0, lw.wo, rt.att, aq, xb, dim, nil)
+		rt.runMats(opMat, 1)
+		addInto(x, xb)
+
+		// Feed-forward.
+		rmsNormRows(xb, x, lw.ffnNorm.f32, dim, n, hp.rmsEps)
+		xq = rt.quantizeRows(xb, dim, n, lw.wGate, lw.wUp)
+		rt.setTask(0, lw.wGate, xb, xq, rt.gate, ffn, nil)
+		rt.setTask(1, lw.wUp, xb, xq, rt.up, ffn, nil)
+		rt.nTasks = 2
+		rt.pool.run(opFFN, rt.tasks[0].chunks)
+		gq := rt.quantizeRows(rt.gate, ffn, n, lw.wDown)
+		rt.setTask(0, lw.wDown, rt.gate, gq, xb, dim, nil)
+		rt.runMats(opMat, 1)
+		addInto(x, xb)
+	}
+
+	if all != nil {
+		rmsNormRows(xb, x, m.outputNorm.f32, dim, n, hp.rmsEps)
+		xq := rt.quantizeRows(xb, dim, n, m.output)
+		rt.n = n
+		rt.setTask(0, m.output, xb, xq, all, hp.vocab, nil)
+		rt.runMats(opMat, 1)
+		if last {
+			copy(rt.logits, all[(n-1)*hp.vocab:])
+		}
+		return nil
+	}
+	if !last {
+		return nil
+	}
+	lastRow := xb[:dim]
+	rmsNorm(lastRow, x[(n-1)*dim:], m.outputNorm.f32, hp.rmsEps)
+	xq := rt.quantizeRows(lastRow, dim, 1, m.output)
+	rt.n = 1
+	rt.setTask(0, m.output, lastRow, xq, rt.logits, hp.vocab, nil)
+	rt.runMats(opMat, 1)
+	return nil
+}
+
+// runChunk implements chunkRunner.
+func (rt *compute) runChunk(op, chunk, worker int) {
+	switch op {
+	case opMat:
+		for i := 0; i < rt.nTasks; i++ {
+			t := &rt.tasks[i]
+			if chunk < t.chunks {
+				r0 := chunk * t.rpc
+				rt.matRows(t, r0, min(r0+t.rpc, t.w.rows))
+				return
+			}
+			chunk -= t.chunks
+		}
+	case opFFN:
+		g, u := &rt.tasks[0], &rt.tasks[1]
+		r0 := chunk * g.rpc
+		r1 := min(r0+g.rpc, g.w.rows)
+		rt.matRows(g, r0, r1)
+		rt.matRows(u, r0, r1)
+		for j := 0; j < rt.n; j++ {
+			gr := g.out[j*g.ldo+r0 : j*g.ldo+r1]
+			ur := u.out[j*u.ldo+r0 : j*u.ldo+r1]
+			for i, a := range gr {
+				gr[i] = a / (1 + expf(-a)) * ur[i]
+			}
+		}
+	case opAttn:
+		blocks := (rt.n + attnBlock - 1) / attnBlock
+		rt.attend(chunk%blocks*attnBlock, chunk/blocks, &rt.scratch[worker])
+	}
+}
+
+// matRows computes rows [r0, r1) of t for all rt.n input rows.
+func (rt *compute) matRows(t *matTask, r0, r1 int) {
+	w, n, cols := t.w, rt.n, t.w.cols
+	if n == 1 {
+		out := t.out[r0:r1]
+		switch w.typ {
+		case gguf.TypeF32:
+			kernels.MatVecF32(out, w.f32, cols, r0, r1, t.in[:cols])
+		case gguf.TypeF16:
+			kernels.MatVecF16(out, w.raw, cols, r0, r1, t.in[:cols])
+		case gguf.TypeQ8_0:
+			kernels.MatVecQ8_0(out, w.raw, cols, r0, r1, t.inQ)
+		case gguf.TypeQ4_0:
+			kernels.MatVecQ4_0(out, w.raw, cols, r0, r1, t.inQ)
+		}
+	} else {
+		switch w.typ {
+		case gguf.TypeF32:
+			kernels.MatMulF32(t.out, t.ldo, w.f32, cols, r0, r1, t.in[:n*cols], n)
+		case gguf.TypeF16:
+			kernels.MatMulF16(t.out, t.ldo, w.raw, cols, r0, r1, t.in[:n*cols], n)
+		case gguf.TypeQ8_0:
+			kernels.MatMulQ8_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
+		case gguf.TypeQ4_0:
+			kernels.MatMulQ4_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
+		}
+	}
+	if t.bias != nil {
+		b := t.bias[r0:r1]
+		for j := 0; j < n; j++ {
+			addInto(t.out[j*t.ldo+r0:j*t.ldo+r1], b)
+		}
+	}
+}
+
+// attnBlock is how many batch rows one attention chunk handles.
+const attnBlock = 16
+
+// attnScratch is one worker's attention buffers.
+type attnScratch struct {
+	q     []float32 // [attnBlock][headDim] queries of one head
+	probs []float32 // [attnBlock][kv.cap] scores, then probabilities (zero past each row's end)
+	out   []float32 // [attnBlock][headDim]
+}
+
+// attnChunks is the number of (query head, row block) chunks of the batch.
+func (rt *compute) attnChunks() int {
+	return rt.hp.heads * ((rt.n + attnBlock - 1) / attnBlock)
+}
+
+// attend computes softmax(q·Kᵀ/√d + causal mask)·V for query head h and
+// batch rows [j0, j0+attnBlock) with two matrix products per block.
+func (rt *compute) attend(j0, h int, sc *attnScratch) {
+	hp, kv := rt.hp, rt.kv
+	hd, qDim, capPos := hp.headDim, hp.qDim(), kv.cap
+	nb := min(attnBlock, rt.n-j0)
+	g := h / (hp.heads / hp.kvHeads)
+	kc := kv.head(kv.k[rt.layer], g) // [cap][hd]
+	vt := kv.head(kv.v[rt.layer], g) // [hd][cap]
+	npos := rt.pos0 + j0 + nb        // positions the last row of the block sees
+	q := sc.q[:nb*hd]
+	for j := 0; j < nb; j++ {
+		copy(q[j*hd:(j+1)*hd], rt.q[(j0+j)*qDim+h*hd:(j0+j)*qDim+(h+1)*hd])
+	}
+	probs := sc.probs[:nb*capPos]
+	if nb == 1 {
+		kernels.MatVecF32(probs[:npos], kc, hd, 0, npos, q)
+	} else {
+		kernels.MatMulF32(probs, capPos, kc, hd, 0, npos, q, nb)
+	}
+	for j := 0; j < nb; j++ {
+		row := probs[j*capPos : (j+1)*capPos]
+		seen := rt.pos0 + j0 + j + 1 // causal: row j sees positions [0, seen)
+		s := row[:seen]
+		maxS := float32(math.Inf(-1))
+		for t, v := range s {
+			v *= rt.attScale
+			s[t] = v
+			maxS = max(maxS, v)
+		}
+		var sum float32
+		for t, v := range s {
+			e := expf(v - maxS)
+			s[t] = e
+			sum += e
+		}
+		inv := 1 / sum
+		for t := range s {
+			s[t] *= inv
+		}
+		clear(row[seen:])
+	}
+	out := sc.out[:nb*hd]
+	if nb == 1 {
+		kernels.MatVecF32(out, vt, capPos, 0, hd, probs)
+	} else {
+		kernels.MatMulF32(out, hd, vt, capPos, 0, hd, probs, nb)
+	}
+	for j := 0; j < nb; j++ {
+		copy(rt.att[(j0+j)*qDim+h*hd:(j0+j)*qDim+(h+1)*hd], out[j*hd:(j+1)*hd])
+	}
+}
+
+// embedRow writes row id of the embedding table as float32.
+func embedRow(dst []float32, w *weight, id int) {
+	switch w.typ {
+	case gguf.TypeF32:
+		copy(dst, w.f32[id*w.cols:(id+1)*w.cols])
+	default:
+		rb := w.rowBytes()
+		src := w.raw[id*rb : (id+1)*rb]
+		switch w.typ {
+		case gguf.TypeF16:
+			kernels.DequantizeF16(dst, src)
+		case gguf.TypeQ8_0:
+			kernels.DequantizeQ8_0(dst, src)
+		case gguf.TypeQ4_0:
+			kernels.DequantizeQ4_0(dst, src)
+		}
+	}
+}
+
+func rmsNormRows(dst, src, w []float32, dim, n int, eps float32) {
+	for j := 0; j < n; j++ {
+		rmsNorm(dst[j*dim:(j+1)*dim], src[j*dim:(j+1)*dim], w, eps)
+	}
+}
+
+// rmsNorm writes src/rms(src)·w to dst (dst may alias src). The sum is
+// accumulated in float64 as ggml does.
+func rmsNorm(dst, src, w []float32, eps float32) {
+	var ss float64
+	for _, v := range src {
+		ss += float64(v) * float64(v)
+	}
+	scale := float32(1 / math.Sqrt(ss/float64(len(src))+float64(eps)))
+	w = w[:len(src)]
+	dst = dst[:len(src)]
+	for i, v := range src {
+		dst[i] = v * scale * w[i]
+	}
+}
+
+// rope rotates the first 2·len(cos) elements of one head in place.
+func rope(x, cos, sin []float32, style ropeStyle) {
+	half := len(cos)
+	if style == ropeNorm {
+		for i := 0; i < half; i++ {
+			x0, x1 := x[2*i], x[2*i+1]
+			x[2*i] = x0*cos[i] - x1*sin[i]
+			x[2*i+1] = x0*sin[i] + x1*cos[i]
+		}
+		return
+	}
+	for i := 0; i < half; i++ {
+		x0, x1 := x[i], x[i+half]
+		x[i] = x0*cos[i] - x1*sin[i]
+		x[i+half] = x0*sin[i] + x1*cos[i]
+	}
+}
+
+func addInto(dst, src []float32) {
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}
+
+// expf is e^x in float32: range reduction to r in [-ln2/2, ln2/2] and a
+// degree-6 polynomial (relative error ~2e-7), several times faster than
+// math.Exp and good to float32 precision.
+func expf(x float32) float32 {
+	const (
+		log2e = 1.44269504088896341
+		ln2hi = 0.693359375
+		ln2lo = -2.12194440e-4
+	)
+	if x > 88.3762626647949 {
+		return float32(math.Inf(1))
+	}
+	if x < -87.3365447505531 {
+		return 0
+	}
+	// Round to nearest; the +256 keeps the operand positive so the
+	// truncating conversion acts as floor.
+	n := float32(int32(x*log2e+0.5+256) - 256)
+	r := x - n*ln2hi - n*ln2lo
+	p := float32(1.9875691500e-4)
+	p = p*r + 1.3981999507e-3
+	p = p*r + 8.3334519073e-3
+	p = p*r + 4.1665795894e-2
+	p = p*r + 1.6666665459e-1
+	p = p*r + 5.0000001201e-1
+	p = p*r*r + r + 1
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/voxpipe/voxpipe/llm/engine/gguf"
+)
+
+// sharedDir returns ../shared relative to the repository root, skipping the
+// test when it is absent.
+func sharedDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("shared testdata absent: go.mod not found above the package")
+		}
+		dir = parent
+	}
+	shared := filepath.Join(dir, "..", "shared", "testdata", "llm")
+	if _, err := os.Stat(shared); err != nil {
+		t.Skip("shared testdata absent: " + shared + " not found")
+	}
+	return shared
+}
+
+type fixtureRef struct {
+	PromptIDs          []int32   `json:"prompt_ids"`
+	PromptArgmaxIDs    []int32   `json:"prompt_argmax_ids"`
+	LogitsPos3         []float32 `json:"logits_pos3"`
+	LogitsLast         []float32 `json:"logits_last"`
+	GreedyIDs          []int32   `json:"greedy_ids"`
+	GreedyTop2Margin   []float32 `json:"greedy_top2_margin"`
+	GreedyTopLogit     []float32 `json:"greedy_top_logit"`
+	GreedyText         *string   `json:"greedy_text"`
+	TextPrompt         string    `json:"text_prompt"`
+	TextPromptIDs      []int32   `json:"text_prompt_ids"`
+	TextLogitsLast     []float32 `json:"text_logits_last"`
+	TextGreedyIDs      []int32   `json:"text_greedy_ids"`
+	TextGreedyTop2     []float32 `json:"text_greedy_top2_margin"`
+	TextGreedyTopLogit []float32 `json:"text_greedy_top_logit"`
+	TextGreedyText     string    `json:"text_greedy_text"`
+}
+
+func loadRef(t testing.TB, path string) *fixtureRef {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r fixtureRef
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return &r
+}
+
+// testModel loads a GGUF's weights (no tokenizer) for forward-pass tests.
+func testModel(t testing.TB, path string) (*gguf.File, *model) {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := loadModel(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, m
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var m float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		if d < 0 {
+			d = -d
+		}
+		if d > m {
+			m = d
+		}
+	}
+	return m
+}
+
+// greedy decodes n tokens after the logits already in rt.logits, feeding
+// each one at the next position, and returns ids and winning logits.
+func greedy(t testing.TB, rt *compute, kv *kvCache, pos, n int) ([]int32, []float32) {
+	t.Helper()
+	ids := make([]int32, n)
+	tops := make([]float32, n)
+	for i := 0; i < n; i++ {
+		id := argmax(rt.logits)
+		ids[i], tops[i] = id, rt.logits[id]
+		if err := rt.forward(nil, kv, []int32{id}, pos+i, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids, tops
+}
