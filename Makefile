@@ -1,0 +1,62 @@
+# voxpipe — `make help` lists the targets.
+
+SHELL    := /usr/bin/env bash
+GO       ?= go
+BIN      := bin
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+FUZZTIME ?= 10s
+BENCHTIME ?= 200ms
+
+# Debian packages for cgo (pocketsphinx, flite, espeak-ng, libopus) and the
+# models/test data the tests use.
+DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-dev \
+	pocketsphinx-en-us pocketsphinx-testdata flite1-dev libespeak-ng-dev espeak-ng \
+	sox pkg-config gcc
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.DEFAULT_GOAL := help
+.PHONY: help deps build run test test-nocgo bench fuzz clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*## "} {printf "  %-11s %s\n", $$1, $$2}'
+
+deps: ## install the Debian packages the build needs (only the missing ones)
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all present"; \
+	else echo "deps: installing$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
+	fi
+
+build: ## build bin/voxpipe and bin/voxclient
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/voxpipe ./cmd/voxclient
+
+run: deps build ## serve on 127.0.0.1:8080 with configs/default.yaml (offline engines)
+	$(BIN)/voxpipe serve --config configs/default.yaml
+
+test: deps ## go vet, then every test with the race detector
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-nocgo: ## vet and test without cgo (engines' tests skip)
+	CGO_ENABLED=0 $(GO) vet ./...
+	CGO_ENABLED=0 $(GO) test -count=1 ./...
+
+bench: deps ## benchmarks, short, with allocations (BENCHTIME=200ms)
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+fuzz: deps ## every fuzz target for FUZZTIME each (default 10s)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+		for target in $$($(GO) test -list '^Fuzz' "$$pkg" | grep '^Fuzz' || true); do \
+			echo "fuzz $$pkg $$target"; \
+			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done
+
+clean: ## remove build outputs
+	rm -rf $(BIN)

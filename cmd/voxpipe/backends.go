@@ -1,0 +1,196 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/voxpipe/voxpipe/asr"
+	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
+	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/engine"
+	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/tts"
+	ttsespeak "github.com/voxpipe/voxpipe/tts/espeak"
+	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
+)
+
+// The backends built into this binary, by the name used in the config.
+// Each constructor maps its config section onto the backend's own Config.
+var (
+	asrBackends = map[string]func(c *config.Config) (asr.Recognizer, io.Closer, error){
+		"sphinx": newSphinx,
+	}
+	llmBackends = map[string]func(c *config.Config) (llm.Model, io.Closer, error){
+		"engine": newEngine,
+	}
+	ttsBackends = map[string]func(c *config.Config) (tts.Synthesizer, io.Closer, error){
+		"flite":  newFlite,
+		"espeak": newEspeak,
+	}
+)
+
+// errBackend is wrapped when a configured backend is not built in.
+var errBackend = errors.New("not built into this binary")
+
+// checkBackendNames reports every backend name that is not built in, before
+// any engine is loaded.
+func checkBackendNames(c *config.Config) error {
+	var errs []error
+	check := func(key, name string, known []string) {
+		for _, k := range known {
+			if k == name {
+				return
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: %s %q: %w (known: %s)",
+			c.Origin(key), key, name, errBackend, strings.Join(known, ", ")))
+	}
+	check("asr.backend", c.ASR.Backend, names(asrBackends))
+	check("llm.backend", c.LLM.Backend, names(llmBackends))
+	check("tts.backend", c.TTS.Backend, names(ttsBackends))
+	return errors.Join(errs...)
+}
+
+func names[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// openBackends loads the three configured engines. On error nothing is
+// left open. The closers are returned in the order to close them.
+func openBackends(c *config.Config) (pipeline.Backends, []io.Closer, error) {
+	if err := checkBackendNames(c); err != nil {
+		return pipeline.Backends{}, nil, err
+	}
+	var closers []io.Closer
+	fail := func(err error) (pipeline.Backends, []io.Closer, error) {
+		closeAll(closers)
+		return pipeline.Backends{}, nil, err
+	}
+	var be pipeline.Backends
+	model, cl, err := llmBackends[c.LLM.Backend](c)
+	if err != nil {
+		return fail(fmt.Errorf("llm %s: %w", c.LLM.Backend, err))
+	}
+	be.LLM, closers = model, append(closers, cl)
+	rec, cl, err := asrBackends[c.ASR.Backend](c)
+	if err != nil {
+		return fail(fmt.Errorf("asr %s: %w", c.ASR.Backend, err))
+	}
+	be.ASR, closers = rec, append(closers, cl)
+	synth, cl, err := ttsBackends[c.TTS.Backend](c)
+	if err != nil {
+		return fail(fmt.Errorf("tts %s: %w", c.TTS.Backend, err))
+	}
+	be.TTS, closers = synth, append(closers, cl)
+	return be, closers, nil
+}
+
+func closeAll(closers []io.Closer) error {
+	var errs []error
+	for i := len(closers) - 1; i >= 0; i-- {
+		errs = append(errs, closers[i].Close())
+	}
+	return errors.Join(errs...)
+}
+
+func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
+	s := c.ASR.Sphinx
+	sc := asrsphinx.DefaultConfig()
+	if s.ModelDir != "" {
+		sc.ModelDir = s.ModelDir
+	}
+	if s.Dict != "" {
+		sc.Dict = s.Dict
+	}
+	// One search: whichever the config names replaces the default LM.
+	if s.LM != "" || s.JSGF != "" || s.Keywords != "" {
+		sc.LM, sc.JSGF, sc.Keywords = s.LM, s.JSGF, s.Keywords
+	}
+	sc.FirstPassOnly = s.FirstPassOnly
+	sc.PoolSize = s.PoolSize
+	r, err := asrsphinx.New(sc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, r, nil
+}
+
+func newEngine(c *config.Config) (llm.Model, io.Closer, error) {
+	e := c.LLM.Engine
+	ec := engine.DefaultConfig()
+	ec.ModelPath = e.Model
+	if e.Threads > 0 {
+		ec.Threads = e.Threads
+	}
+	ec.ContextSize = e.ContextSize
+	ec.ChatTemplate = e.ChatTemplate
+	ec.Temperature = e.Temperature
+	ec.TopK = e.TopK
+	ec.TopP = e.TopP
+	ec.MinP = e.MinP
+	ec.RepeatPenalty = e.RepeatPenalty
+	ec.Seed = e.Seed
+	if e.MaxTokens > 0 {
+		ec.MaxTokens = e.MaxTokens
+	}
+	m, err := engine.Open(ec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, m, nil
+}
+
+func newFlite(c *config.Config) (tts.Synthesizer, io.Closer, error) {
+	f := c.TTS.Flite
+	s, err := ttsflite.New(ttsflite.Config{Voice: f.Voice, Rate: f.Rate, Pitch: f.Pitch})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s, nil
+}
+
+func newEspeak(c *config.Config) (tts.Synthesizer, io.Closer, error) {
+	e := c.TTS.Espeak
+	s, err := ttsespeak.New(ttsespeak.Config{Voice: e.Voice, Rate: e.Rate, Pitch: e.Pitch})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, s, nil
+}
+
+// modelID names the LLM in /v1/models: the model file's base name.
+func modelID(c *config.Config) string {
+	if c.LLM.Backend == "engine" {
+		return strings.TrimSuffix(filepath.Base(c.LLM.Engine.Model), filepath.Ext(c.LLM.Engine.Model))
+	}
+	return c.LLM.Backend
+}
+
+// pipelineConfig maps the pipeline section onto pipeline.Config.
+func pipelineConfig(c *config.Config) pipeline.Config {
+	p := c.Pipeline
+	pc := pipeline.DefaultConfig()
+	pc.VAD.StartMs = p.VAD.StartMs
+	pc.VAD.EndSilenceMs = p.VAD.EndSilenceMs
+	pc.VAD.PreRollMs = p.VAD.PreRollMs
+	pc.VAD.ThresholdDB = p.VAD.ThresholdDB
+	pc.BargeIn = p.BargeIn
+	pc.BargeInMinSpeechMs = p.BargeInMinSpeechMs
+	pc.SystemPrompt = p.SystemPrompt
+	pc.MaxTokens = p.MaxTokens
+	pc.Temperature = p.Temperature
+	pc.MaxHistoryMessages = p.MaxHistoryMessages
+	pc.OutputLeadMs = p.OutputLeadMs
+	pc.PlaybackReportTimeout = p.PlaybackReportTimeout
+	return pc
+}

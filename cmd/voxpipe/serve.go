@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/internal/logging"
+	"github.com/voxpipe/voxpipe/llm/openaiapi"
+	"github.com/voxpipe/voxpipe/web"
+)
+
+const (
+	defaultConfigPath = "configs/default.yaml"
+	// shutdownTimeout bounds the graceful stop; sessions still running
+	// after it are cut.
+	shutdownTimeout = 10 * time.Second
+)
+
+// onListening, when set (by tests), is told the bound address.
+var onListening func(net.Addr)
+
+// setFlags collects repeated --set key=value overrides.
+type setFlags []string
+
+func (s *setFlags) String() string     { return strings.Join(*s, " ") }
+func (s *setFlags) Set(v string) error { *s = append(*s, v); return nil }
+
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	configPath := fs.String("config", defaultConfigPath, "YAML config file")
+	addr := fs.String("addr", "", "listen address HOST:PORT (overrides server.addr; default 127.0.0.1:8080)")
+	var sets setFlags
+	fs.Var(&sets, "set", "override one config key, e.g. --set pipeline.vad.end_silence_ms=400 (repeatable)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: voxpipe serve [--config F] [--addr HOST:PORT] [--set key=value ...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve takes no arguments (got %q)", errCommandLine, fs.Args())
+	}
+
+	cfg, err := loadConfig(*configPath, *addr, sets)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, log)
+}
+
+// loadConfig builds the config: defaults → file → flags → Validate.
+func loadConfig(path, addr string, sets []string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && path == defaultConfigPath {
+			return nil, fmt.Errorf("%w (run from the repository root, or pass --config)", err)
+		}
+		return nil, err
+	}
+	if addr != "" {
+		if err := cfg.Set("server.addr", addr, "flag --addr"); err != nil {
+			return nil, err
+		}
+	}
+	for _, kv := range sets {
+		key, value, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: --set %q: want key=value", errCommandLine, kv)
+		}
+		if err := cfg.Set(strings.TrimSpace(key), value, "flag --set "+key); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkBackendNames(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	started := time.Now()
+	be, closers, err := openBackends(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := closeAll(closers); err != nil {
+			log.Warn().Err(err).Msg("closing backends")
+		}
+	}()
+	log.Info().Str("asr", cfg.ASR.Backend).Str("llm", cfg.LLM.Backend).Str("tts", cfg.TTS.Backend).
+		Dur("load", time.Since(started)).Msg("backends ready")
+
+	id := modelID(cfg)
+	ws, err := web.New(web.Config{
+		MaxSessions:   cfg.Server.MaxSessions,
+		MaxFrameBytes: cfg.Server.MaxFrameBytes,
+		IdleTimeout:   cfg.Server.IdleTimeout,
+		Pipeline:      pipelineConfig(cfg),
+		API:           openaiapi.New(be.LLM, id, log.With().Str("component", "openaiapi").Logger()),
+	}, be, log.With().Str("component", "web").Logger())
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{
+		Addr:              cfg.Server.Addr,
+		Handler:           ws.Handler(),
+		ReadHeaderTimeout: cfg.Server.ReadTimeout,
+		ReadTimeout:       cfg.Server.ReadTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (server.addr from %s): %w", cfg.Server.Addr, cfg.Origin("server.addr"), err)
+	}
+	log.Info().Str("addr", ln.Addr().String()).Str("model", id).
+		Msgf("voxpipe listening: ws://%s/ws, http://%s/metrics", ln.Addr(), ln.Addr())
+	if onListening != nil {
+		onListening(ln.Addr())
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		_ = ws.Shutdown(context.Background())
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info().Msg("stopping: finishing requests and closing sessions")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	// http.Server.Shutdown waits for plain requests only; WebSockets are
+	// hijacked, so web.Server.Shutdown cancels and closes them itself.
+	httpErr := httpSrv.Shutdown(sctx)
+	wsErr := ws.Shutdown(sctx)
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn().Err(err).Msg("http server")
+	}
+	if err := errors.Join(httpErr, wsErr); err != nil {
+		log.Warn().Err(err).Msg("unclean stop")
+	}
+	log.Info().Msg("stopped")
+	return nil
+}

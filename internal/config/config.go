@@ -1,0 +1,174 @@
+// Package config loads voxpipe's YAML configuration. A Config is built in
+// order: Default() → a YAML file (unknown keys are errors) → command-line
+// overrides (Set) → Validate(). Every error names the key and where its value
+// came from, e.g.
+//
+//	configs/x.yaml: line 12: field "vad_silnce" not found in "pipeline" (known: vad, barge_in, ...)
+//
+// The Go types mirror the YAML; the binaries map them onto each backend's own
+// Config (this package imports no engine, so it builds and tests anywhere).
+package config
+
+import (
+	"time"
+)
+
+// Config is the whole configuration.
+type Config struct {
+	Server   Server   `yaml:"server"`
+	Log      Log      `yaml:"log"`
+	Pipeline Pipeline `yaml:"pipeline"`
+	ASR      ASR      `yaml:"asr"`
+	LLM      LLM      `yaml:"llm"`
+	TTS      TTS      `yaml:"tts"`
+
+	// origins maps a dotted key to where its value came from
+	// ("configs/x.yaml: line 12", "flag --addr"); keys absent are defaults.
+	origins map[string]string
+}
+
+// Server is the HTTP / WebSocket listener.
+type Server struct {
+	Addr          string `yaml:"addr"`            // host:port
+	MaxSessions   int    `yaml:"max_sessions"`    // concurrent voice sessions; more get HTTP 503
+	MaxFrameBytes int    `yaml:"max_frame_bytes"` // largest WebSocket message accepted
+	// ReadTimeout bounds reading an HTTP request's headers and body.
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// IdleTimeout closes a WebSocket that sent nothing (not even a pong)
+	// for this long, and idle keep-alive HTTP connections.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+}
+
+// Log selects the level and format of the process log.
+type Log struct {
+	Level  string `yaml:"level"`  // trace|debug|info|warn|error
+	Format string `yaml:"format"` // auto|console|json
+}
+
+// Pipeline holds per-session behaviour (pipeline.Config).
+type Pipeline struct {
+	VAD                   VAD           `yaml:"vad"`
+	BargeIn               bool          `yaml:"barge_in"`
+	BargeInMinSpeechMs    int           `yaml:"barge_in_min_speech_ms"`
+	SystemPrompt          string        `yaml:"system_prompt"`
+	MaxTokens             int           `yaml:"max_tokens"`
+	Temperature           float32       `yaml:"temperature"`
+	MaxHistoryMessages    int           `yaml:"max_history_messages"`
+	OutputLeadMs          int           `yaml:"output_lead_ms"`
+	PlaybackReportTimeout time.Duration `yaml:"playback_report_timeout"`
+}
+
+// VAD is the endpointer (audio.VADConfig).
+type VAD struct {
+	StartMs      int     `yaml:"start_ms"`
+	EndSilenceMs int     `yaml:"end_silence_ms"`
+	PreRollMs    int     `yaml:"pre_roll_ms"`
+	ThresholdDB  float64 `yaml:"threshold_db"`
+}
+
+// ASR selects the speech recogniser.
+type ASR struct {
+	Backend string `yaml:"backend"` // sphinx
+	Sphinx  Sphinx `yaml:"sphinx"`
+}
+
+// Sphinx configures asr/sphinx. Empty paths mean the Debian package's files.
+type Sphinx struct {
+	ModelDir      string `yaml:"model_dir"`
+	Dict          string `yaml:"dict"`
+	LM            string `yaml:"lm"`
+	JSGF          string `yaml:"jsgf"`
+	Keywords      string `yaml:"keywords"`
+	FirstPassOnly bool   `yaml:"first_pass_only"`
+	PoolSize      int    `yaml:"pool_size"`
+}
+
+// LLM selects the language model.
+type LLM struct {
+	Backend string `yaml:"backend"` // engine
+	Engine  Engine `yaml:"engine"`
+}
+
+// Engine configures the in-process GGUF engine (llm/engine).
+type Engine struct {
+	Model         string  `yaml:"model"`
+	Threads       int     `yaml:"threads"`      // 0: one per core
+	ContextSize   int     `yaml:"context_size"` // 0: the model's
+	ChatTemplate  string  `yaml:"chat_template"`
+	Temperature   float32 `yaml:"temperature"`
+	TopK          int     `yaml:"top_k"`
+	TopP          float32 `yaml:"top_p"`
+	MinP          float32 `yaml:"min_p"`
+	RepeatPenalty float32 `yaml:"repeat_penalty"`
+	Seed          uint64  `yaml:"seed"`
+	MaxTokens     int     `yaml:"max_tokens"`
+}
+
+// TTS selects the speech synthesiser.
+type TTS struct {
+	Backend string `yaml:"backend"` // flite|espeak
+	Flite   Flite  `yaml:"flite"`
+	Espeak  Espeak `yaml:"espeak"`
+}
+
+// Flite configures tts/flite.
+type Flite struct {
+	Voice string  `yaml:"voice"` // slt|rms|awb|kal16
+	Rate  float64 `yaml:"rate"`  // 1.0 normal, >1 faster
+	Pitch float64 `yaml:"pitch"` // mean F0 in Hz, 0 = the voice's own
+}
+
+// Espeak configures tts/espeak.
+type Espeak struct {
+	Voice string `yaml:"voice"` // en-us, de, cmn, ...
+	Rate  int    `yaml:"rate"`  // words per minute
+	Pitch int    `yaml:"pitch"` // 0..100
+}
+
+// Default returns the built-in configuration: offline engines, loopback
+// listener. configs/default.yaml spells out the same values with comments.
+func Default() Config {
+	return Config{
+		Server: Server{
+			Addr:          "127.0.0.1:8080",
+			MaxSessions:   16,
+			MaxFrameBytes: 64 << 10,
+			ReadTimeout:   10 * time.Second,
+			IdleTimeout:   30 * time.Second,
+		},
+		Log: Log{Level: "info", Format: "auto"},
+		Pipeline: Pipeline{
+			VAD:                   VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10},
+			BargeIn:               true,
+			BargeInMinSpeechMs:    200,
+			SystemPrompt:          "You are a helpful voice assistant. Answer in one or two short spoken sentences.",
+			MaxTokens:             128,
+			Temperature:           0.7,
+			MaxHistoryMessages:    20,
+			OutputLeadMs:          200,
+			PlaybackReportTimeout: 500 * time.Millisecond,
+		},
+		ASR: ASR{
+			Backend: "sphinx",
+			Sphinx:  Sphinx{FirstPassOnly: true, PoolSize: 1},
+		},
+		LLM: LLM{
+			Backend: "engine",
+			Engine: Engine{
+				Model:         "models/stories260K-q8_0.gguf",
+				ChatTemplate:  "raw",
+				Temperature:   0.7,
+				TopK:          40,
+				TopP:          0.95,
+				MinP:          0.05,
+				RepeatPenalty: 1.1,
+				MaxTokens:     256,
+			},
+		},
+		TTS: TTS{
+			Backend: "flite",
+			Flite:   Flite{Voice: "slt", Rate: 1.0},
+			Espeak:  Espeak{Voice: "en-us", Rate: 175, Pitch: 50},
+		},
+	}
+}

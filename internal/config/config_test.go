@@ -1,0 +1,225 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// repoRoot walks up from the package dir to the dir holding go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the package")
+		}
+		dir = parent
+	}
+}
+
+func TestDefaultIsValid(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Default().Validate(): %v", err)
+	}
+}
+
+// The shipped default.yaml must load cleanly and say the same as Default(),
+// so the comments there document the built-in behaviour.
+func TestDefaultYAMLMatchesDefault(t *testing.T) {
+	path := filepath.Join(repoRoot(t), "configs", "default.yaml")
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	// Paths left empty in Default() mean "the backend's default": the file
+	// spells them out.
+	c.ASR.Sphinx.ModelDir, c.ASR.Sphinx.Dict, c.ASR.Sphinx.LM = "", "", ""
+	c.origins = nil
+	if !reflect.DeepEqual(*c, want) {
+		t.Fatalf("configs/default.yaml differs from Default():\nhave %+v\nwant %+v", *c, want)
+	}
+}
+
+func TestUnknownFieldNamesFileLineAndSection(t *testing.T) {
+	doc := `
+server:
+  addr: 127.0.0.1:9000
+pipeline:
+  max_tokens: 64
+  vad_silnce: 300
+`
+	_, err := Parse([]byte(doc), "configs/x.yaml")
+	if !errors.Is(err, ErrUnknownField) {
+		t.Fatalf("have %v, want ErrUnknownField", err)
+	}
+	want := `configs/x.yaml: line 6: field "vad_silnce" not found in "pipeline"`
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("have %q, want it to contain %q", err, want)
+	}
+}
+
+func TestUnknownFieldsAllReported(t *testing.T) {
+	doc := "servr:\n  addr: x\npipeline:\n  vad:\n    start: 3\n"
+	_, err := Parse([]byte(doc), "f.yaml")
+	for _, want := range []string{
+		`f.yaml: line 1: field "servr" not found in "top level"`,
+		`f.yaml: line 5: field "start" not found in "pipeline.vad" (known: end_silence_ms, pre_roll_ms, start_ms, threshold_db)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("have %v, want it to contain %q", err, want)
+		}
+	}
+}
+
+func TestBadTypeNamesKey(t *testing.T) {
+	doc := "pipeline:\n  max_tokens: lots\n  playback_report_timeout: soon\n"
+	_, err := Parse([]byte(doc), "f.yaml")
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("have %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{"f.yaml: line 2: pipeline.max_tokens:", "f.yaml: line 3: pipeline.playback_report_timeout:"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("have %q, want it to contain %q", err, want)
+		}
+	}
+}
+
+func TestSyntaxError(t *testing.T) {
+	_, err := Parse([]byte("server: [\n"), "f.yaml")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "f.yaml") {
+		t.Fatalf("have %v, want ErrInvalid naming f.yaml", err)
+	}
+}
+
+func TestEmptyFileIsDefaults(t *testing.T) {
+	c, err := Parse(nil, "empty.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Addr != Default().Server.Addr {
+		t.Fatalf("have %q", c.Server.Addr)
+	}
+}
+
+func TestFileOverridesDefaults(t *testing.T) {
+	doc := "server:\n  idle_timeout: 90s\npipeline:\n  vad:\n    end_silence_ms: 400\ntts:\n  backend: espeak\n"
+	c, err := Parse([]byte(doc), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.IdleTimeout != 90*time.Second || c.Pipeline.VAD.EndSilenceMs != 400 || c.TTS.Backend != "espeak" {
+		t.Fatalf("have %+v", c)
+	}
+	if c.Pipeline.VAD.StartMs != 100 || c.Server.MaxSessions != 16 {
+		t.Fatalf("defaults lost: %+v", c)
+	}
+}
+
+func TestValidateNamesKeyAndOrigin(t *testing.T) {
+	doc := "pipeline:\n  vad:\n    end_silence_ms: 20\n"
+	c, err := Parse([]byte(doc), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("server.max_sessions", "0", "flag --set"); err != nil {
+		t.Fatal(err)
+	}
+	c.TTS.Espeak.Rate = 9000
+	err = c.Validate()
+	for _, want := range []string{
+		"f.yaml: line 3: pipeline.vad.end_silence_ms: must be 100..10000 (got 20)",
+		"flag --set: server.max_sessions: must be 1..100000 (got 0)",
+		"default: tts.espeak.rate: must be 80..450 (got 9000)",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("have %v, want it to contain %q", err, want)
+		}
+	}
+	if !errors.Is(err, ErrInvalid) {
+		t.Errorf("have %v, want ErrInvalid", err)
+	}
+}
+
+func TestValidateRejects(t *testing.T) {
+	cases := []struct {
+		key, value, want string
+	}{
+		{"server.addr", "nohostport", "server.addr"},
+		{"server.addr", "127.0.0.1:99999", "port"},
+		{"log.level", "loud", "log.level"},
+		{"log.format", "xml", "log.format"},
+		{"llm.engine.chat_template", "alpaca", "llm.engine.chat_template"},
+		{"llm.engine.top_p", "1.5", "llm.engine.top_p"},
+		{"pipeline.temperature", ".nan", "pipeline.temperature"},
+		{"asr.sphinx.jsgf", "/tmp/g.jsgf", "at most one of lm, jsgf and keywords"},
+		{"tts.backend", `""`, "tts.backend: must not be empty"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
+			c := Default()
+			if tc.key == "asr.sphinx.jsgf" {
+				c.ASR.Sphinx.LM = "/x.lm.bin"
+			}
+			if err := c.Set(tc.key, tc.value, "test"); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("have %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSet(t *testing.T) {
+	c := Default()
+	if err := c.Set("pipeline.playback_report_timeout", "250ms", "flag"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set("server.addr", "0.0.0.0:9999", "flag --addr"); err != nil {
+		t.Fatal(err)
+	}
+	if c.Pipeline.PlaybackReportTimeout != 250*time.Millisecond || c.Server.Addr != "0.0.0.0:9999" {
+		t.Fatalf("have %+v", c)
+	}
+	if c.Origin("server.addr") != "flag --addr" || c.Origin("log.level") != "default" {
+		t.Fatalf("origins %v", c.origins)
+	}
+	if err := c.Set("pipeline.vad.nope", "1", "flag"); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("have %v, want ErrNoKey", err)
+	}
+	if err := c.Set("pipeline.vad", "1", "flag"); !errors.Is(err, ErrNoKey) {
+		t.Fatalf("section: have %v, want ErrNoKey", err)
+	}
+	if err := c.Set("pipeline.max_tokens", "many", "flag"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad value: have %v, want ErrInvalid", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("server:\n  addr: 127.0.0.1:1\n"))
+	f.Add([]byte("pipeline:\n  vad: {start_ms: 3}\n"))
+	f.Add([]byte("- a\n- b\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data, "fuzz.yaml")
+		if err == nil {
+			_ = c.Validate()
+		}
+	})
+}

@@ -1,0 +1,132 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/voxpipe/voxpipe/internal/logging"
+)
+
+// ChatTemplates lists the names llm.engine.chat_template accepts ("" means
+// the model's own template).
+var ChatTemplates = []string{"", "chatml", "llama3", "llama2", "raw"}
+
+// Validate checks every value's range. Each problem is one line naming the
+// key and where its value came from; all problems are reported together.
+// Backend names are checked by the binary, which knows which are built in.
+func (c *Config) Validate() error {
+	v := validator{c: c}
+
+	s := c.Server
+	if _, port, err := net.SplitHostPort(s.Addr); err != nil {
+		v.fail("server.addr", "want host:port, e.g. 127.0.0.1:8080 (got %q)", s.Addr)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.fail("server.addr", "port must be 0..65535 (got %q)", port)
+	}
+	v.intRange("server.max_sessions", s.MaxSessions, 1, 100000)
+	v.intRange("server.max_frame_bytes", s.MaxFrameBytes, 1024, 16<<20)
+	v.durRange("server.read_timeout", s.ReadTimeout, time.Second, time.Hour)
+	v.durRange("server.idle_timeout", s.IdleTimeout, time.Second, time.Hour)
+
+	if _, err := logging.ParseLevel(c.Log.Level); err != nil {
+		v.fail("log.level", "want one of trace, debug, info, warn, error (got %q)", c.Log.Level)
+	}
+	v.oneOf("log.format", c.Log.Format, logging.FormatAuto, logging.FormatConsole, logging.FormatJSON)
+
+	p := c.Pipeline
+	v.intRange("pipeline.vad.start_ms", p.VAD.StartMs, 20, 2000)
+	v.intRange("pipeline.vad.end_silence_ms", p.VAD.EndSilenceMs, 100, 10000)
+	v.intRange("pipeline.vad.pre_roll_ms", p.VAD.PreRollMs, 0, 2000)
+	v.floatRange("pipeline.vad.threshold_db", p.VAD.ThresholdDB, 1, 60)
+	v.intRange("pipeline.barge_in_min_speech_ms", p.BargeInMinSpeechMs, 0, 5000)
+	v.intRange("pipeline.max_tokens", p.MaxTokens, 1, 32768)
+	v.floatRange("pipeline.temperature", float64(p.Temperature), 0, 2)
+	v.intRange("pipeline.max_history_messages", p.MaxHistoryMessages, 0, 10000)
+	v.intRange("pipeline.output_lead_ms", p.OutputLeadMs, 0, 5000)
+	v.durRange("pipeline.playback_report_timeout", p.PlaybackReportTimeout, 0, time.Minute)
+
+	v.nonEmpty("asr.backend", c.ASR.Backend)
+	sp := c.ASR.Sphinx
+	searches := 0
+	for _, f := range []string{sp.LM, sp.JSGF, sp.Keywords} {
+		if f != "" {
+			searches++
+		}
+	}
+	if searches > 1 {
+		v.fail("asr.sphinx", "set at most one of lm, jsgf and keywords")
+	}
+	v.intRange("asr.sphinx.pool_size", sp.PoolSize, 0, 256)
+
+	v.nonEmpty("llm.backend", c.LLM.Backend)
+	e := c.LLM.Engine
+	if c.LLM.Backend == "engine" {
+		v.nonEmpty("llm.engine.model", e.Model)
+	}
+	v.intRange("llm.engine.threads", e.Threads, 0, 1024)
+	if e.ContextSize != 0 {
+		v.intRange("llm.engine.context_size", e.ContextSize, 16, 1<<20)
+	}
+	v.oneOf("llm.engine.chat_template", e.ChatTemplate, ChatTemplates...)
+	v.floatRange("llm.engine.temperature", float64(e.Temperature), 0, 2)
+	v.intRange("llm.engine.top_k", e.TopK, 0, 1<<20)
+	v.floatRange("llm.engine.top_p", float64(e.TopP), 0, 1)
+	v.floatRange("llm.engine.min_p", float64(e.MinP), 0, 1)
+	v.floatRange("llm.engine.repeat_penalty", float64(e.RepeatPenalty), 0, 10)
+	v.intRange("llm.engine.max_tokens", e.MaxTokens, 0, 1<<20)
+
+	v.nonEmpty("tts.backend", c.TTS.Backend)
+	v.nonEmpty("tts.flite.voice", c.TTS.Flite.Voice)
+	v.floatRange("tts.flite.rate", c.TTS.Flite.Rate, 0.25, 4)
+	v.floatRange("tts.flite.pitch", c.TTS.Flite.Pitch, 0, 500)
+	v.nonEmpty("tts.espeak.voice", c.TTS.Espeak.Voice)
+	v.intRange("tts.espeak.rate", c.TTS.Espeak.Rate, 80, 450)
+	v.intRange("tts.espeak.pitch", c.TTS.Espeak.Pitch, 0, 100)
+
+	return errors.Join(v.errs...)
+}
+
+type validator struct {
+	c    *Config
+	errs []error
+}
+
+func (v *validator) fail(key, format string, args ...any) {
+	v.errs = append(v.errs, newProblem(ErrInvalid, "%s: %s: %s", v.c.Origin(key), key, fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) intRange(key string, n, lo, hi int) {
+	if n < lo || n > hi {
+		v.fail(key, "must be %d..%d (got %d)", lo, hi, n)
+	}
+}
+
+func (v *validator) floatRange(key string, f, lo, hi float64) {
+	if !(f >= lo && f <= hi) { // also rejects NaN
+		v.fail(key, "must be %g..%g (got %g)", lo, hi, f)
+	}
+}
+
+func (v *validator) durRange(key string, d, lo, hi time.Duration) {
+	if d < lo || d > hi {
+		v.fail(key, "must be %v..%v (got %v)", lo, hi, d)
+	}
+}
+
+func (v *validator) nonEmpty(key, s string) {
+	if s == "" {
+		v.fail(key, "must not be empty")
+	}
+}
+
+func (v *validator) oneOf(key, s string, allowed ...string) {
+	for _, a := range allowed {
+		if s == a {
+			return
+		}
+	}
+	v.fail(key, "want one of %q (got %q)", allowed, s)
+}

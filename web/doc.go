@@ -1,0 +1,24 @@
+// Package web is voxpipe's HTTP front: the voice WebSocket (GET /ws, protocol
+// in docs/protocol.md), /healthz, /metrics (Prometheus) and the
+// OpenAI-compatible API mounted under /v1/.
+//
+// # Concurrency
+//
+// Each WebSocket connection is served by the HTTP handler goroutine, which
+// runs the connection's only reader (gorilla/websocket allows one reader and
+// one writer), and owns two more goroutines: the only writer, and the
+// pipeline session (pipeline.Session.Run) once the client has sent start.
+//
+//	reader ──in──► session ──out──► writer
+//	   └──────────ctrl (ready, errors)──┘
+//
+// The reader creates nothing it does not close: it closes in and ctrl when
+// it returns; the session goroutine closes out when Run returns (the handler
+// closes it when no session was started). Whatever ends first cancels the
+// connection's context: the writer then sends a close frame, the reader's
+// deadline is cut to a short grace period for the client's close reply, and
+// the session returns. The handler returns only after all three have exited.
+//
+// Server.Shutdown does what http.Server.Shutdown cannot for hijacked
+// connections: it cancels every session, closes every WebSocket and waits.
+package web

@@ -1,0 +1,268 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/pipeline"
+)
+
+// Config configures a Server.
+type Config struct {
+	// MaxSessions is how many WebSocket sessions may run at once; the next
+	// upgrade request gets HTTP 503.
+	MaxSessions int
+	// MaxFrameBytes is the largest WebSocket message read; a bigger one
+	// gets a too_large error event and the connection is closed.
+	MaxFrameBytes int
+	// IdleTimeout closes a WebSocket from which nothing (not even a pong to
+	// the server's pings, sent every 9/10 of it) arrived for this long.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds each write to a client; a client that stops
+	// reading for longer is disconnected. 0 = 10 s.
+	WriteTimeout time.Duration
+	// Pipeline is the session template; InputRate and OutputRate come from
+	// each client's start message.
+	Pipeline pipeline.Config
+	// OpusBitrate is used for Opus answer audio, in bit/s. 0 = 24000.
+	OpusBitrate int
+	// API, when set, is mounted under /v1/ (the OpenAI-compatible handler
+	// from llm/openaiapi; it sees the full path, /v1/...).
+	API http.Handler
+	// AllowOrigin checks the Origin header of WebSocket upgrades; nil
+	// accepts any origin (devices send none, browsers send the page's).
+	AllowOrigin func(r *http.Request) bool
+}
+
+const (
+	defaultWriteTimeout = 10 * time.Second
+	defaultOpusBitrate  = 24000
+)
+
+// Server serves voxpipe's HTTP endpoints. Create it with New, serve
+// Handler() with an http.Server, and call Shutdown after the http.Server's.
+type Server struct {
+	cfg      Config
+	backends pipeline.Backends
+	log      zerolog.Logger
+	metrics  *Metrics
+	upgrader websocket.Upgrader
+	mux      *http.ServeMux
+
+	// baseCtx parents every connection's context; cancelled by Shutdown.
+	baseCtx    context.Context
+	cancelBase context.CancelFunc
+
+	// handlers counts running WebSocket handlers, for Shutdown to wait on.
+	handlers sync.WaitGroup
+
+	// mu guards conns, reserved and closing.
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	reserved int // slots taken, including upgrades in progress
+	closing  bool
+}
+
+// New returns a Server running sessions on be. be's members must be safe for
+// concurrent use (the asr, llm and tts interfaces require it).
+func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) {
+	if cfg.MaxSessions < 1 {
+		return nil, fmt.Errorf("%w: MaxSessions %d (want >= 1)", ErrConfig, cfg.MaxSessions)
+	}
+	if cfg.MaxFrameBytes < 1024 {
+		return nil, fmt.Errorf("%w: MaxFrameBytes %d (want >= 1024)", ErrConfig, cfg.MaxFrameBytes)
+	}
+	if cfg.IdleTimeout <= 0 {
+		return nil, fmt.Errorf("%w: IdleTimeout %v (want > 0)", ErrConfig, cfg.IdleTimeout)
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = defaultWriteTimeout
+	}
+	if cfg.OpusBitrate == 0 {
+		cfg.OpusBitrate = defaultOpusBitrate
+	}
+	if be.ASR == nil || be.LLM == nil || be.TTS == nil {
+		return nil, fmt.Errorf("%w: backends ASR, LLM and TTS are all required", ErrConfig)
+	}
+	s := &Server{
+		cfg:      cfg,
+		backends: be,
+		log:      log,
+		metrics:  NewMetrics(),
+		conns:    map[*conn]struct{}{},
+		mux:      http.NewServeMux(),
+	}
+	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		ReadBufferSize:   4096,
+		WriteBufferSize:  4096,
+		CheckOrigin:      cfg.AllowOrigin,
+		Error:            s.upgradeError,
+	}
+	if s.upgrader.CheckOrigin == nil {
+		s.upgrader.CheckOrigin = func(*http.Request) bool { return true }
+	}
+	s.mux.HandleFunc("GET /ws", s.serveWS)
+	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{}))
+	if cfg.API != nil {
+		s.mux.Handle("/v1/", cfg.API)
+	}
+	return s, nil
+}
+
+// Handler returns the server's routes.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Metrics returns the server's collectors (also the sessions' Observer).
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// ActiveSessions is the number of WebSocket sessions connected now.
+func (s *Server) ActiveSessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Shutdown refuses new sessions, cancels every running one (each client gets
+// a close frame) and waits for their goroutines to exit. When ctx ends first
+// it cuts the remaining connections, waits for them, and returns
+// ErrShutdownForced. Call it after http.Server.Shutdown, which does not touch
+// hijacked connections such as WebSockets.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.cancelBase()
+
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.ws.Close() // unblocks the reader and the writer at once
+	}
+	s.mu.Unlock()
+	<-done
+	return ErrShutdownForced
+}
+
+// reserve takes a session slot; it returns the reason when none is free.
+func (s *Server) reserve() (reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.closing:
+		return reasonShuttingDown
+	case s.reserved >= s.cfg.MaxSessions:
+		return reasonFull
+	}
+	s.reserved++
+	s.handlers.Add(1)
+	return ""
+}
+
+// release frees the slot taken by reserve.
+func (s *Server) release() {
+	s.mu.Lock()
+	s.reserved--
+	s.mu.Unlock()
+	s.handlers.Done()
+}
+
+// track adds or removes c from the live set. It returns false when adding
+// after Shutdown began (the caller then closes c at once).
+func (s *Server) track(c *conn, live bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !live {
+		delete(s.conns, c)
+		s.metrics.activeSessions.Set(float64(len(s.conns)))
+		return true
+	}
+	if s.closing {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	s.metrics.activeSessions.Set(float64(len(s.conns)))
+	return true
+}
+
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
+	if !websocket.IsWebSocketUpgrade(r) {
+		s.metrics.sessionRejected(reasonUpgrade)
+		writeJSONError(w, http.StatusBadRequest, pipeline.CodeBadMessage, "/ws expects a WebSocket upgrade request")
+		return
+	}
+	if reason := s.reserve(); reason != "" {
+		s.metrics.sessionRejected(reason)
+		msg := fmt.Sprintf("server full: %d sessions running", s.cfg.MaxSessions)
+		if reason == reasonShuttingDown {
+			msg = "server shutting down"
+		}
+		w.Header().Set("Retry-After", "1")
+		writeJSONError(w, http.StatusServiceUnavailable, pipeline.CodeBusy, msg)
+		return
+	}
+	defer s.release()
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // upgradeError has answered and counted it
+	}
+	id := newSessionID()
+	c := newConn(s, ws, id, s.log.With().Str("remote", r.RemoteAddr).Logger())
+	if !s.track(c, true) {
+		_ = ws.WriteControl(websocket.CloseMessage,
+			websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), time.Now().Add(time.Second))
+		_ = ws.Close()
+		return
+	}
+	defer s.track(c, false)
+	c.serve()
+}
+
+func (s *Server) upgradeError(w http.ResponseWriter, _ *http.Request, status int, reason error) {
+	s.metrics.sessionRejected(reasonUpgrade)
+	writeJSONError(w, status, pipeline.CodeBadMessage, reason.Error())
+}
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(struct {
+		Status         string `json:"status"`
+		ActiveSessions int    `json:"active_sessions"`
+		MaxSessions    int    `json:"max_sessions"`
+	}{"ok", s.ActiveSessions(), s.cfg.MaxSessions})
+}
+
+// writeJSONError answers a plain HTTP request with the same shape as a
+// WebSocket error event, so clients parse one format.
+func writeJSONError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(pipeline.Event{Type: pipeline.EventError, Code: code, Message: msg})
+}
+
+func newSessionID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	return hex.EncodeToString(b[:])
+}

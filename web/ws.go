@@ -1,0 +1,569 @@
+package web
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+)
+
+// Wire names of the start message's encodings.
+const (
+	EncodingPCM16 = "pcm16"
+	EncodingOpus  = "opus"
+)
+
+// ClientStart is the "start" type a client sends first.
+const ClientStart = "start"
+
+// FrameMs is the duration of every answer audio frame the server sends.
+const FrameMs = 20
+
+const (
+	// closeGrace is how long the reader keeps waiting for the client's
+	// close reply once the connection is ending.
+	closeGrace = time.Second
+	// inputQueue bounds audio waiting for the session: 5 s of 20 ms frames.
+	// Past it frames are dropped (and counted) so a stalled session never
+	// stalls the socket.
+	inputQueue = 250
+	// ctrlQueue bounds events from the reader waiting for the writer.
+	ctrlQueue = 16
+	// maxOpusFrameSamples is 120 ms at 48 kHz, the longest Opus packet.
+	maxOpusFrameSamples = 5760
+)
+
+// clientMessage is any JSON message a client sends; Type says which
+// fields matter.
+type clientMessage struct {
+	Type string `json:"type"`
+
+	// start
+	SampleRate       int        `json:"sample_rate"`
+	Encoding         string     `json:"encoding"`
+	OutputSampleRate int        `json:"output_sample_rate"`
+	Client           clientInfo `json:"client"`
+
+	// playback_start, interrupt
+	Turn     int     `json:"turn"`
+	PlayedMs float64 `json:"played_ms"`
+}
+
+type clientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// ctrlMsg is an event from the reader to the writer. A non-zero closeCode
+// makes the writer close the connection after the event.
+type ctrlMsg struct {
+	ev        pipeline.Event
+	closeCode int
+}
+
+// conn is one WebSocket voice session. Fields marked "reader" are touched
+// only by the reader goroutine, "writer" only by the writer.
+type conn struct {
+	srv *Server
+	ws  *websocket.Conn
+	id  string
+	log zerolog.Logger // with the session id
+	// sessLog is log without the id, for pipeline.NewSession (which adds it).
+	sessLog zerolog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the writer and the session goroutine
+
+	in     chan pipeline.Input  // reader → session; closed by the reader
+	ctrl   chan ctrlMsg         // reader → writer; closed by the reader
+	out    chan pipeline.Output // session → writer; closed by the session goroutine
+	runErr chan error           // session goroutine → writer, buffered 1
+
+	// reader
+	started  bool
+	draining bool // a fatal error was reported: discard input until closed
+	encoding string
+	readBuf  []byte
+	opusDec  *audio.OpusDecoder
+	opusPCM  []int16
+}
+
+func newConn(s *Server, ws *websocket.Conn, id string, log zerolog.Logger) *conn {
+	c := &conn{
+		srv:     s,
+		ws:      ws,
+		id:      id,
+		log:     log.With().Str("session", id).Logger(),
+		sessLog: log,
+		in:      make(chan pipeline.Input, inputQueue),
+		ctrl:    make(chan ctrlMsg, ctrlQueue),
+		out:     make(chan pipeline.Output),
+		runErr:  make(chan error, 1),
+		readBuf: make([]byte, s.cfg.MaxFrameBytes+1),
+	}
+	c.ctx, c.cancel = context.WithCancel(s.baseCtx)
+	return c
+}
+
+// serve runs the connection to its end: the reader here, the writer and
+// (after start) the session in goroutines it waits for.
+func (c *conn) serve() {
+	c.log.Debug().Msg("websocket connected")
+	c.wg.Go(c.writeLoop)
+	c.readLoop()
+	if !c.started {
+		close(c.out) // no session goroutine owns it
+	}
+	c.wg.Wait()
+	c.cancel()
+	_ = c.ws.Close()
+	c.log.Debug().Msg("websocket closed")
+}
+
+// readLoop is the connection's only reader.
+func (c *conn) readLoop() {
+	defer close(c.ctrl)
+	defer close(c.in)
+
+	c.extendDeadline()
+	c.ws.SetPongHandler(func(string) error {
+		c.extendDeadline()
+		return nil
+	})
+	// A read blocks without a context: when the connection is ending, cut
+	// the deadline to a grace period for the client's close reply.
+	stop := context.AfterFunc(c.ctx, c.cutDeadline)
+	defer stop()
+
+	for {
+		typ, r, err := c.ws.NextReader()
+		if err != nil {
+			// A close from the client is normal; a timeout or a vanished
+			// peer is worth a line (not an error: it is the client's doing).
+			if c.ctx.Err() == nil && !c.draining && !websocket.IsCloseError(err,
+				websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived) {
+				c.log.Info().Err(err).Msg("websocket ended without a close")
+			}
+			return
+		}
+		if c.draining {
+			continue // NextReader discards the rest of each message
+		}
+		c.extendDeadline()
+		n, err := readUpTo(r, c.readBuf)
+		if err != nil {
+			c.log.Debug().Err(err).Msg("websocket read failed")
+			return
+		}
+		if n > c.srv.cfg.MaxFrameBytes {
+			c.reject(pipeline.CodeTooLarge, fmt.Sprintf("message over %d bytes", c.srv.cfg.MaxFrameBytes), websocket.CloseMessageTooBig)
+			c.draining = true
+			continue
+		}
+		data := c.readBuf[:n]
+		if typ == websocket.TextMessage {
+			c.handleText(data)
+		} else {
+			c.handleAudio(data)
+		}
+		if c.ctx.Err() != nil && !c.draining {
+			c.draining = true
+		}
+	}
+}
+
+func (c *conn) extendDeadline() {
+	if c.draining {
+		return
+	}
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+	if c.ctx.Err() != nil { // lost a race with cutDeadline: cut again
+		c.cutDeadline()
+	}
+}
+
+func (c *conn) cutDeadline() {
+	_ = c.ws.SetReadDeadline(time.Now().Add(closeGrace))
+}
+
+// readUpTo reads r into buf until EOF or buf is full; n == len(buf) means
+// the message may be longer.
+func readUpTo(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (c *conn) handleText(data []byte) {
+	var msg clientMessage
+	if err := json.Unmarshal(data, &msg); err != nil {
+		c.reject(pipeline.CodeBadMessage, "not a JSON object of the protocol: "+err.Error(), 0)
+		return
+	}
+	switch msg.Type {
+	case "":
+		c.reject(pipeline.CodeBadMessage, `message without "type"`, 0)
+	case ClientStart:
+		c.handleStart(msg)
+	case pipeline.ClientPlaybackStart, pipeline.ClientInterrupt, pipeline.ClientStop:
+		if !c.started {
+			c.reject(pipeline.CodeNotStarted, msg.Type+" before start", 0)
+			return
+		}
+		ev := &pipeline.ClientEvent{Type: msg.Type, Turn: msg.Turn, PlayedMs: msg.PlayedMs}
+		select { // control messages are never dropped
+		case c.in <- pipeline.Input{Event: ev}:
+		case <-c.ctx.Done():
+		}
+	default:
+		c.reject(pipeline.CodeUnknownType, fmt.Sprintf("unknown message type %q", msg.Type), 0)
+	}
+}
+
+// validateStart checks a start message's audio format; it returns the
+// encoding and the output rate, or an error event message.
+func validateStart(msg clientMessage) (encoding string, outRate int, problem string) {
+	encoding = msg.Encoding
+	if encoding == "" {
+		encoding = EncodingPCM16
+	}
+	outRate = msg.OutputSampleRate
+	if outRate == 0 {
+		outRate = msg.SampleRate
+	}
+	switch encoding {
+	case EncodingPCM16:
+		for _, rate := range []int{msg.SampleRate, outRate} {
+			if rate < 8000 || rate > 48000 || !audio.ValidResampleRate(rate) {
+				return "", 0, fmt.Sprintf("pcm16 sample rate %d Hz not supported (want 8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100 or 48000)", rate)
+			}
+		}
+	case EncodingOpus:
+		for _, rate := range []int{msg.SampleRate, outRate} {
+			if !audio.ValidOpusRate(rate) {
+				return "", 0, fmt.Sprintf("opus sample rate %d Hz not supported (want 8000, 12000, 16000, 24000 or 48000)", rate)
+			}
+		}
+	default:
+		return "", 0, fmt.Sprintf("encoding %q not supported (want pcm16 or opus)", msg.Encoding)
+	}
+	return encoding, outRate, ""
+}
+
+func (c *conn) handleStart(msg clientMessage) {
+	if c.started {
+		c.reject(pipeline.CodeBadMessage, "session already started", 0)
+		return
+	}
+	encoding, outRate, problem := validateStart(msg)
+	if problem != "" {
+		c.reject(pipeline.CodeBadFormat, problem, 0)
+		return
+	}
+	if encoding == EncodingOpus {
+		dec, err := audio.NewOpusDecoder(msg.SampleRate)
+		if err != nil {
+			c.reject(pipeline.CodeBadFormat, err.Error(), 0)
+			return
+		}
+		c.opusDec = dec
+		c.opusPCM = make([]int16, maxOpusFrameSamples)
+	}
+	cfg := c.srv.cfg.Pipeline
+	cfg.InputRate, cfg.OutputRate = msg.SampleRate, outRate
+	log := c.sessLog.With().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Logger()
+	sess, err := pipeline.NewSession(c.id, cfg, c.srv.backends, c.srv.metrics, log)
+	if err != nil {
+		code := pipeline.CodeInternal
+		if errors.Is(err, audio.ErrSampleRate) || errors.Is(err, pipeline.ErrConfig) {
+			code = pipeline.CodeBadFormat
+		}
+		c.opusDec = nil
+		c.reject(code, err.Error(), 0)
+		return
+	}
+	c.encoding = encoding
+	c.started = true
+	c.log.Info().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Str("encoding", encoding).Int("input_rate", msg.SampleRate).Int("output_rate", outRate).Msg("session started")
+	// ready goes through ctrl before the session can produce anything, and
+	// the writer drains ctrl first, so it is the first event the client sees.
+	c.send(ctrlMsg{ev: pipeline.Event{Type: pipeline.EventReady, Encoding: encoding, SampleRate: outRate, FrameMs: FrameMs}})
+	c.wg.Go(func() {
+		defer close(c.out)
+		c.runErr <- c.runSession(sess)
+	})
+}
+
+// runSession runs the session, turning a panic in it into an error so one
+// broken session cannot take the server down.
+func (c *conn) runSession(sess *pipeline.Session) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("session panicked")
+			err = fmt.Errorf("%w: session panicked: %v", errInternal, p)
+		}
+	}()
+	return sess.Run(c.ctx, c.in, c.out)
+}
+
+func (c *conn) handleAudio(data []byte) {
+	if !c.started {
+		c.reject(pipeline.CodeNotStarted, "audio before start", 0)
+		return
+	}
+	var pcm []int16
+	switch c.encoding {
+	case EncodingOpus:
+		n, err := c.opusDec.Decode(data, c.opusPCM)
+		if err != nil {
+			c.reject(pipeline.CodeBadAudio, "undecodable opus packet: "+err.Error(), 0)
+			return
+		}
+		pcm = make([]int16, n) // ownership passes to the session
+		copy(pcm, c.opusPCM[:n])
+	default:
+		if len(data) == 0 || len(data)%2 != 0 {
+			c.reject(pipeline.CodeBadAudio, fmt.Sprintf("pcm16 frame of %d bytes (want an even, non-zero length)", len(data)), 0)
+			return
+		}
+		pcm = make([]int16, len(data)/2) // ownership passes to the session
+		decodePCM16(pcm, data)
+	}
+	select {
+	case c.in <- pipeline.Input{Audio: pcm}:
+	default:
+		c.srv.metrics.FrameDropped(reasonInputFull)
+	}
+}
+
+// reject reports a client error as an error event and counts it; with a
+// closeCode the writer closes the connection after it.
+func (c *conn) reject(code, msg string, closeCode int) {
+	c.srv.metrics.frameRejected(code)
+	c.log.Debug().Str("code", code).Str("reason", msg).Msg("client message rejected")
+	c.send(ctrlMsg{ev: pipeline.Event{Type: pipeline.EventError, Code: code, Message: msg}, closeCode: closeCode})
+}
+
+func (c *conn) send(m ctrlMsg) {
+	select {
+	case c.ctrl <- m:
+	case <-c.ctx.Done():
+	}
+}
+
+// writeLoop is the connection's only writer. It ends the connection
+// (cancel) whenever it returns.
+func (c *conn) writeLoop() {
+	defer c.cancel()
+	w := writer{conn: c}
+	ping := time.NewTicker(c.srv.cfg.IdleTimeout * 9 / 10)
+	defer ping.Stop()
+
+	ctrl, out := c.ctrl, c.out
+	for ctrl != nil || out != nil {
+		// ctrl first: ready must precede the session's output.
+		if ctrl != nil {
+			select {
+			case m, ok := <-ctrl:
+				if !ok {
+					ctrl = nil
+					continue
+				}
+				if !w.control(m) {
+					return
+				}
+				continue
+			default:
+			}
+		}
+		select {
+		case m, ok := <-ctrl:
+			if !ok {
+				ctrl = nil
+				continue
+			}
+			if !w.control(m) {
+				return
+			}
+		case o, ok := <-out:
+			if !ok {
+				out = nil
+				w.sessionEnded(c.runErr)
+				return
+			}
+			if !w.output(o) {
+				return
+			}
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.srv.cfg.WriteTimeout)); err != nil {
+				return
+			}
+		case <-c.ctx.Done():
+			w.close(websocket.CloseGoingAway, "server shutting down")
+			return
+		}
+	}
+	w.close(websocket.CloseNormalClosure, "")
+}
+
+// writer holds the writer goroutine's state.
+type writer struct {
+	conn      *conn
+	encoding  string
+	rate      int
+	announced bool // an audio event went out before the binary frames
+	opusEnc   *audio.OpusEncoder
+	packet    []byte
+	pcmBytes  []byte
+}
+
+// control writes an event from the reader; false ends the writer.
+func (w *writer) control(m ctrlMsg) bool {
+	if m.ev.Type == pipeline.EventReady {
+		w.encoding, w.rate = m.ev.Encoding, m.ev.SampleRate
+		if w.encoding == EncodingOpus {
+			enc, err := audio.NewOpusEncoder(w.rate, w.conn.srv.cfg.OpusBitrate)
+			if err != nil {
+				w.conn.log.Error().Err(err).Msg("opus encoder")
+				_ = w.event(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
+				w.close(websocket.CloseInternalServerErr, "opus encoder")
+				return false
+			}
+			w.opusEnc = enc
+			w.packet = make([]byte, audio.MaxOpusPacket)
+		}
+	}
+	if err := w.event(m.ev); err != nil {
+		return false
+	}
+	if m.closeCode != 0 {
+		w.close(m.closeCode, m.ev.Code)
+		return false
+	}
+	return true
+}
+
+// output writes one session output; false ends the writer.
+func (w *writer) output(o pipeline.Output) bool {
+	if o.Event != nil {
+		ev := *o.Event
+		if ev.Type == pipeline.EventAudio {
+			w.fillAudio(&ev)
+			w.announced = true
+		}
+		return w.event(ev) == nil
+	}
+	if !w.announced {
+		ev := pipeline.Event{Type: pipeline.EventAudio}
+		w.fillAudio(&ev)
+		if w.event(ev) != nil {
+			return false
+		}
+		w.announced = true
+	}
+	var payload []byte
+	if w.opusEnc != nil {
+		n, err := w.opusEnc.Encode(o.Audio, w.packet)
+		if err != nil {
+			w.conn.srv.metrics.FrameDropped("opus_encode")
+			w.conn.log.Debug().Err(err).Int("samples", len(o.Audio)).Msg("opus encode")
+			return true
+		}
+		payload = w.packet[:n]
+	} else {
+		if cap(w.pcmBytes) < 2*len(o.Audio) {
+			w.pcmBytes = make([]byte, 2*len(o.Audio))
+		}
+		payload = w.pcmBytes[:2*len(o.Audio)]
+		encodePCM16(payload, o.Audio)
+	}
+	c := w.conn
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, payload); err != nil {
+		c.log.Debug().Err(err).Msg("websocket write failed")
+		return false
+	}
+	return true
+}
+
+func (w *writer) fillAudio(ev *pipeline.Event) {
+	// The session speaks PCM; the wire encoding is the transport's business.
+	if w.encoding != "" {
+		ev.Encoding = w.encoding
+	}
+	if ev.SampleRate == 0 {
+		ev.SampleRate = w.rate
+	}
+	if ev.FrameMs == 0 {
+		ev.FrameMs = FrameMs
+	}
+}
+
+func (w *writer) event(ev pipeline.Event) error {
+	c := w.conn
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
+	if err := c.ws.WriteJSON(ev); err != nil {
+		c.log.Debug().Err(err).Str("event", ev.Type).Msg("websocket write failed")
+		return err
+	}
+	return nil
+}
+
+// sessionEnded reports how Run ended and closes the connection.
+func (w *writer) sessionEnded(runErr <-chan error) {
+	var err error
+	select {
+	case err = <-runErr:
+	default: // no session ran
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		w.conn.log.Warn().Err(err).Msg("session failed")
+		_ = w.event(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
+		w.close(websocket.CloseInternalServerErr, "session failed")
+		return
+	}
+	w.close(websocket.CloseNormalClosure, "")
+}
+
+func (w *writer) close(code int, text string) {
+	c := w.conn
+	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text),
+		time.Now().Add(c.srv.cfg.WriteTimeout))
+}
+
+// decodePCM16 converts little-endian PCM16 bytes to samples;
+// len(src) == 2*len(dst).
+func decodePCM16(dst []int16, src []byte) {
+	for i := range dst {
+		dst[i] = int16(binary.LittleEndian.Uint16(src[2*i:]))
+	}
+}
+
+// encodePCM16 converts samples to little-endian PCM16 bytes;
+// len(dst) == 2*len(src).
+func encodePCM16(dst []byte, src []int16) {
+	for i, s := range src {
+		binary.LittleEndian.PutUint16(dst[2*i:], uint16(s))
+	}
+}
