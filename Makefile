@@ -16,7 +16,7 @@ DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-de
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build run test test-nocgo bench fuzz clean
+.PHONY: help deps build run test test-nocgo bench fuzz clean train-deps train-demo
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -57,6 +57,23 @@ fuzz: deps ## every fuzz target for FUZZTIME each (default 10s)
 			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 		done; \
 	done
+
+# The demo models (models/README.md): corpus from Debian dictionaries, trained
+# with PyTorch where CUDA is (TRAIN_PY), then quantized by the engine's tool.
+TRAIN_DEBS  := wordnet-base dict-foldoc dict-jargon python3
+TRAIN_PY    ?= python3
+TRAIN_FLAGS ?= --target-steps 1600 --draft-steps 2600 --dropout 0.1 --dtype f16
+TRAIN_DTYPE := $(if $(findstring f32,$(TRAIN_FLAGS)),f32,f16)
+
+train-deps: ## install the Debian packages the demo model's corpus comes from
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(TRAIN_DEBS)"
+
+train-demo: train-deps build ## rebuild models/ (corpus here; training needs PyTorch+CUDA+tokenizers)
+	python3 llm/train/prepare.py --out build/train-data --seed 1234
+	$(TRAIN_PY) llm/train/train.py --data build/train-data --out build/models --seed 1234 $(TRAIN_FLAGS)
+	$(BIN)/voxpipe llm quantize build/models/voxpipe-target-$(TRAIN_DTYPE).gguf models/voxpipe-demo-q8_0.gguf --type q8_0
+	$(BIN)/voxpipe llm quantize build/models/voxpipe-draft-$(TRAIN_DTYPE).gguf models/voxpipe-demo-draft-q8_0.gguf --type q8_0
+	$(BIN)/voxpipe llm eval --model models/voxpipe-demo-q8_0.gguf --draft models/voxpipe-demo-draft-q8_0.gguf --file build/train-data/valid.jsonl
 
 clean: ## remove build outputs
 	rm -rf $(BIN)

@@ -40,7 +40,7 @@ func TestLoadConfigDefaultWithOverrides(t *testing.T) {
 	if pc.VAD.EndSilenceMs != 400 || pc.PlaybackReportTimeout != 500*time.Millisecond || pc.SystemPrompt != cfg.Pipeline.SystemPrompt {
 		t.Fatalf("pipeline config %+v", pc)
 	}
-	if id := modelID(cfg); id != "stories260K-q8_0" {
+	if id := modelID(cfg); id != "voxpipe-demo-q8_0" {
 		t.Fatalf("model id %q", id)
 	}
 }

@@ -141,9 +141,9 @@ func Default() Config {
 			VAD:                   VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10},
 			BargeIn:               true,
 			BargeInMinSpeechMs:    200,
-			SystemPrompt:          "You are a helpful voice assistant. Answer in one or two short spoken sentences.",
+			SystemPrompt:          "You are voxpipe, a friendly voice assistant. Answer in one or two short spoken sentences.",
 			MaxTokens:             128,
-			Temperature:           0.7,
+			Temperature:           0,
 			MaxHistoryMessages:    20,
 			OutputLeadMs:          200,
 			PlaybackReportTimeout: 500 * time.Millisecond,
@@ -155,8 +155,7 @@ func Default() Config {
 		LLM: LLM{
 			Backend: "engine",
 			Engine: Engine{
-				Model:         "models/stories260K-q8_0.gguf",
-				ChatTemplate:  "raw",
+				Model:         "models/voxpipe-demo-q8_0.gguf",
 				Temperature:   0.7,
 				TopK:          40,
 				TopP:          0.95,
