@@ -26,9 +26,7 @@ static inline __attribute__((always_inline)) __m256i KN_FN(i8dot)(__m256i absw, 
 // Q4_0 block → 32 unsigned nibbles: low nibbles are elements 0..15, high nibbles 16..31.
 static inline __attribute__((always_inline)) __m256i KN_FN(unpack_q4)(const uint8_t *blk) {
 	const __m128i raw = _mm_loadu_si128((const __m128i *)(blk + 2));
-	const __m128i lo = _mm_and_si128(raw, _mm_set1_epi8(0x0f));
-	const __m128i hi = _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0f));
-	return _mm256_set_m128i(hi, lo);
+	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
 }
 
 // xsums8 stores 8·Σx over elements 0..15 and 16..31 of a Q8_0 block.
@@ -174,7 +172,7 @@ static inline __attribute__((always_inline)) void KN_FN(scales4)(float *d4, cons
 }
 
 // Scale buffers up to this many floats live on the stack; larger ones are malloc'd.
-#define KN_STACK_SCALES 2048
+#define KN_STACK_SCALES 4096 // 16 KiB; cgo runs C on the thread's system stack
 
 // scale_buf returns room for need 4-byte values (floats, then int32 block sums).
 static inline __attribute__((always_inline)) float *KN_FN(scale_buf)(float *stack, int64_t need) {
@@ -202,16 +200,20 @@ static inline __attribute__((always_inline)) __m256 KN_FN(wscales)(int tw, const
 // 576..4864 columns): 8 rows per pass beat 4 by ~25%; a prefetch two passes ahead (16 rows) beat one
 // pass ahead, an in-row distance of 0.5..2 KiB, and no prefetch (which is 2..5× slower), and T0
 // matched NTA. Rows are contiguous, so "16 rows on" is the same block of the rows two passes later.
+// The look-ahead stops at the call's last row: the engine gives row chunks to threads in no fixed
+// order, so rows past r1 are usually another thread's. For the first two passes, which nothing
+// prefetched, KN_PF_LEAD bytes per row are fetched up front and then KN_PF_LEAD bytes ahead within
+// the row (512 beat 256 and 1024); that roughly doubled the bandwidth when calls of 40 rows (the
+// engine's chunk for 576-row matrices on 2 threads) are not consecutive.
 #define KN_MV_ROWS 8
 #define KN_PF_ROWS 16
-#ifndef KN_PF_LEAD
 #define KN_PF_LEAD 512
-#endif
 
 // streamv is tilev for decoding, where the weights stream from memory once: tw rows (up to 8, two
 // groups of four lanes) in one pass over the blocks, the weight scales widened in the same pass
 // (no separate scalar pass), and a prefetch of the rows KN_PF_ROWS further on so the next pass
-// finds them in cache. Each group's float operations are exactly tilev's.
+// finds them in cache. Each group's float operations are exactly tilev's (and so tile4's), which
+// keeps MatVec and MatMul bit-identical.
 static inline __attribute__((always_inline)) void KN_FN(streamv)(int q4, int tw, int ahead, int lead, const uint8_t *w,
 		int64_t wstride, const uint8_t *x, const float *xd, const int32_t *cx, int64_t nb, float *out) {
 	const int64_t wbb = q4 ? 18 : 34;
@@ -243,6 +245,8 @@ static inline __attribute__((always_inline)) void KN_FN(streamv)(int q4, int tw,
 			const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(u), dx);
 			acc[g] = _mm256_fmadd_ps(p, KN_FN(wscales)(rows, wg, wstride), acc[g]);
 		}
+		if (q4 && (b & 1)) // 18-byte blocks: every other block still touches every cache line
+			continue;
 		for (int i = 0; i < tw; i++) {
 			if (ahead)
 				_mm_prefetch((const char *)(wb + (i + KN_PF_ROWS) * wstride), _MM_HINT_T0);
@@ -268,10 +272,8 @@ static inline __attribute__((always_inline)) void KN_FN(matvec)(int q4, float *o
 	KN_FN(scales)(xd, xq, 1, 0, nb, 34);
 	if (q4)
 		KN_FN(xsumsv)(cx, xq, nb);
-	// The rows of the first two passes have nobody prefetching them (the engine hands out row
-	// chunks to threads in no fixed order, so the previous call's look-ahead rarely covers this
-	// one): fetch their first KN_PF_LEAD bytes now, and have those passes also prefetch KN_PF_LEAD
-	// bytes ahead within their own rows.
+	// Nothing has prefetched the first two passes' rows: fetch their first KN_PF_LEAD bytes now,
+	// and have those passes prefetch KN_PF_LEAD bytes ahead within their own rows.
 	const int64_t nlead = r1 - r0 < KN_PF_ROWS ? r1 - r0 : KN_PF_ROWS;
 	const int64_t lead_bytes = wrow < KN_PF_LEAD ? wrow : KN_PF_LEAD;
 	for (int64_t i = 0; i < nlead; i++)

@@ -307,8 +307,10 @@ func TestCloseIsIdempotent(t *testing.T) {
 
 // TestConcurrentSessions runs many sessions with different voices and rates
 // at once; each must get what it gets alone (the engine's one voice and
-// parameters are set inside the lock). espeak carries a little state from
-// one text to the next, so lengths may differ by a few percent.
+// parameters are set inside the lock). espeak carries some state from one
+// text to the next — after a different voice, up to 7.5% in length was seen
+// (21479 samples alone, 23094 concurrently) — so lengths may differ by up
+// to 12%, still well under the 25%+ that a wrong rate or voice makes here.
 func TestConcurrentSessions(t *testing.T) {
 	cfgs := []Config{
 		{Voice: "en-us", Rate: 175, Pitch: 50}, {Voice: "en-us", Rate: 300, Pitch: 50},
@@ -341,7 +343,7 @@ func TestConcurrentSessions(t *testing.T) {
 						t.Errorf("%+v: %v", cfg, r.err)
 						return
 					}
-					if w := want[key(i, j)]; r.samples < w*95/100 || r.samples > w*105/100 {
+					if w := want[key(i, j)]; r.samples < w*88/100 || r.samples > w*112/100 {
 						t.Errorf("%+v %q: %d samples concurrently, %d alone", cfg, text, r.samples, want[key(i, j)])
 					}
 					checkMarks(t, text, r)
