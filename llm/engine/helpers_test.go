@@ -2,37 +2,15 @@ package engine
 
 import (
 	"encoding/json"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
 
-// sharedDir returns ../shared relative to the repository root, skipping the
-// test when it is absent.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared testdata absent: go.mod not found above the package")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared", "testdata", "llm")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skip("shared testdata absent: " + shared + " not found")
-	}
-	return shared
-}
+// sharedDir is the shared LLM fixtures folder (skips the test when absent).
+func sharedDir(t testing.TB) string { t.Helper(); return testenv.SharedLLM(t) }
 
 type fixtureRef struct {
 	PromptIDs          []int32   `json:"prompt_ids"`

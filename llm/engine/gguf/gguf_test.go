@@ -3,6 +3,7 @@ package gguf
 import (
 	"bytes"
 	"errors"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"io"
 	"math"
 	"os"
@@ -11,29 +12,8 @@ import (
 	"testing"
 )
 
-// sharedLLMDir finds ../shared/testdata/llm relative to the repo root.
-func sharedLLMDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared testdata absent: go.mod not found above the package")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", "llm")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared testdata absent: %s not found", p)
-	}
-	return p
-}
+// sharedLLMDir is the shared LLM fixtures folder (skips the test when absent).
+func sharedLLMDir(t testing.TB) string { t.Helper(); return testenv.SharedLLM(t) }
 
 func sampleWriter() *Writer {
 	w := NewWriter()

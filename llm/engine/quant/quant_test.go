@@ -3,9 +3,9 @@ package quant
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,29 +13,8 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
 
-// sharedDir finds ../shared next to the repository root (the directory holding go.mod).
-func sharedDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared testdata absent: go.mod not found above the package")
-		}
-		dir = parent
-	}
-	shared := filepath.Join(dir, "..", "shared", "testdata", "llm")
-	if _, err := os.Stat(shared); err != nil {
-		t.Skipf("shared testdata absent: %s missing", shared)
-	}
-	return shared
-}
+// sharedDir is the shared LLM fixtures folder (skips the test when absent).
+func sharedDir(t *testing.T) string { t.Helper(); return testenv.SharedLLM(t) }
 
 // TestMatchesLlamaQuantize: our Q8_0 of the F32 fixture must equal llama-quantize's output tensor
 // for tensor, byte for byte, and carry the same metadata.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,28 +17,8 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
 
-func sharedLLMDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("shared testdata absent: go.mod not found above the package")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "testdata", "llm")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("shared testdata absent: %s not found", p)
-	}
-	return p
-}
+// sharedLLMDir is the shared LLM fixtures folder (skips the test when absent).
+func sharedLLMDir(t testing.TB) string { t.Helper(); return testenv.SharedLLM(t) }
 
 type refJSON struct {
 	PromptIDs        []int32  `json:"prompt_ids"`
