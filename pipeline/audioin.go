@@ -10,10 +10,12 @@ import (
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
-// asrQueueFrames bounds the audio waiting for the ASR stage: 1 s. When it is
+// asrQueueFrames bounds the audio waiting for the ASR stage: 3 s. When it is
 // full, frames are dropped (counted as asr_queue_full) rather than stall the
-// audio clock.
-const asrQueueFrames = 50
+// audio clock. pocketsphinx has taken up to 237 ms on a single 20 ms chunk
+// (voice-engines.md §5) and falls behind real time while other sessions
+// share the cores, so 1 s dropped speech under load; 3 s costs 96 KB.
+const asrQueueFrames = 150
 
 // asrQueueReserve slots are kept free for asrStart/asrEnd, which are never
 // dropped.

@@ -409,7 +409,7 @@ func TestSlowASRDropsFrames(t *testing.T) {
 		a.writeGate = make(chan struct{}) // Write blocks until released
 		h := newHarness(t, testConfig(), a, m, s)
 		h.audio(false, 200)
-		h.audio(true, 2000) // 100 frames; the ASR queue holds 50
+		h.audio(true, 4000) // 200 frames; the ASR queue holds asrQueueFrames (150)
 		synctest.Wait()
 		_, drops := h.obs.snapshot()
 		if drops["asr_queue_full"] == 0 {
