@@ -9,45 +9,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unicode"
-	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
 	engine "github.com/voxpipe/voxpipe/cgo/flite"
 	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/ttstest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-const sentence = "The weather today is sunny with a light breeze, perfect for a walk in the park."
-
-// marksText has punctuation, a repeated word and a number that flite speaks
-// as several words.
-const marksText = `Hello, hello! The test, the "real" test, costs 1234 points; it works.`
-
-type result struct {
-	chunks  []tts.Chunk
-	samples int
-	err     error
-}
-
-// synthesize runs one synthesis, reading every chunk as it comes.
-func synthesize(ctx context.Context, s tts.Synthesizer, text string) result {
-	out := make(chan tts.Chunk)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Synthesize(ctx, text, out) }()
-	var r result
-	for {
-		select {
-		case c := <-out:
-			r.chunks = append(r.chunks, c)
-			r.samples += len(c.PCM)
-		case r.err = <-errc:
-			return r
-		}
-	}
-}
 
 func newSynth(t testing.TB, cfg Config) *Synthesizer {
 	t.Helper()
@@ -59,57 +29,6 @@ func newSynth(t testing.TB, cfg Config) *Synthesizer {
 	return s
 }
 
-func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
-
-// checkMarks verifies the word marks of r against text: every mark inside
-// its chunk, EndSample monotonic, TextEnd ascending and at the end of a
-// word, the last one after the text's last word.
-func checkMarks(t *testing.T, text string, r result) []tts.WordMark {
-	t.Helper()
-	var all []tts.WordMark
-	chunkStart := 0
-	for i, c := range r.chunks {
-		if len(c.PCM) == 0 {
-			t.Errorf("chunk %d is empty", i)
-		}
-		chunkEnd := chunkStart + len(c.PCM)
-		for _, m := range c.Words {
-			if m.EndSample <= chunkStart || m.EndSample > chunkEnd {
-				t.Errorf("mark %+v outside its chunk (%d, %d]", m, chunkStart, chunkEnd)
-			}
-			if n := len(all); n > 0 {
-				if m.EndSample < all[n-1].EndSample {
-					t.Errorf("EndSample goes back: %+v after %+v", m, all[n-1])
-				}
-				if m.TextEnd <= all[n-1].TextEnd {
-					t.Errorf("TextEnd not ascending: %+v after %+v", m, all[n-1])
-				}
-			}
-			if m.TextEnd <= 0 || m.TextEnd > len(text) {
-				t.Fatalf("TextEnd %d outside text of %d bytes", m.TextEnd, len(text))
-			}
-			last, _ := utf8.DecodeLastRuneInString(text[:m.TextEnd])
-			next, _ := utf8.DecodeRuneInString(text[m.TextEnd:])
-			// Han text has no spaces: every character is a word.
-			if !isWordRune(last) || isWordRune(next) && !unicode.Is(unicode.Han, next) {
-				t.Errorf("TextEnd %d is not at the end of a word: %q|%q", m.TextEnd, text[:m.TextEnd], text[m.TextEnd:])
-			}
-			all = append(all, m)
-		}
-		chunkStart = chunkEnd
-	}
-	if len(all) == 0 {
-		t.Fatal("no word marks")
-	}
-	lastWord := strings.LastIndexFunc(text, isWordRune)
-	_, size := utf8.DecodeRuneInString(text[lastWord:])
-	lastWord += size
-	if got := all[len(all)-1].TextEnd; got != lastWord {
-		t.Errorf("last TextEnd = %d (%q), want %d (%q)", got, text[:got], lastWord, text[:lastWord])
-	}
-	return all
-}
-
 func TestSynthesizeStreamsChunksWithWordMarks(t *testing.T) {
 	for _, voice := range engine.Voices() {
 		t.Run(voice, func(t *testing.T) {
@@ -117,23 +36,23 @@ func TestSynthesizeStreamsChunksWithWordMarks(t *testing.T) {
 			if s.SampleRate() != 16000 {
 				t.Fatalf("SampleRate = %d, want 16000", s.SampleRate())
 			}
-			r := synthesize(context.Background(), s, sentence)
-			if r.err != nil {
-				t.Fatal(r.err)
+			r := ttstest.Synthesize(context.Background(), s, ttstest.Sentence)
+			if r.Err != nil {
+				t.Fatal(r.Err)
 			}
-			if len(r.chunks) < 5 {
-				t.Errorf("%d chunks for one sentence, want it streamed in several", len(r.chunks))
+			if len(r.Chunks) < 5 {
+				t.Errorf("%d chunks for one sentence, want it streamed in several", len(r.Chunks))
 			}
 			// 16 words at 120-240 words per minute.
-			if sec := float64(r.samples) / 16000; sec < 3 || sec > 9 {
+			if sec := float64(r.Samples) / 16000; sec < 3 || sec > 9 {
 				t.Errorf("audio lasts %.2f s for 16 words, want 3-9 s", sec)
 			}
-			marks := checkMarks(t, sentence, r)
-			if words := len(strings.Fields(sentence)); len(marks) != words {
+			marks := ttstest.CheckMarks(t, ttstest.Sentence, r)
+			if words := len(strings.Fields(ttstest.Sentence)); len(marks) != words {
 				t.Errorf("%d word marks for %d words", len(marks), words)
 			}
-			if last := marks[len(marks)-1].EndSample; last > r.samples || last < r.samples*3/4 {
-				t.Errorf("last word ends at sample %d of %d", last, r.samples)
+			if last := marks[len(marks)-1].EndSample; last > r.Samples || last < r.Samples*3/4 {
+				t.Errorf("last word ends at sample %d of %d", last, r.Samples)
 			}
 		})
 	}
@@ -141,17 +60,12 @@ func TestSynthesizeStreamsChunksWithWordMarks(t *testing.T) {
 
 func TestWordMarksFollowTheText(t *testing.T) {
 	s := newSynth(t, DefaultConfig())
-	r := synthesize(context.Background(), s, marksText)
-	if r.err != nil {
-		t.Fatal(r.err)
+	r := ttstest.Synthesize(context.Background(), s, ttstest.MarksText)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
-	marks := checkMarks(t, marksText, r)
-	var got []string
-	prev := 0
-	for _, m := range marks {
-		got = append(got, strings.TrimLeftFunc(marksText[prev:m.TextEnd], func(r rune) bool { return !isWordRune(r) }))
-		prev = m.TextEnd
-	}
+	marks := ttstest.CheckMarks(t, ttstest.MarksText, r)
+	got := ttstest.MarkedWords(ttstest.MarksText, marks)
 	want := []string{"Hello", "hello", "The", "test", "the", "real", "test", "costs", "1234", "points", "it", "works"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("marked words %q, want %q", got, want)
@@ -162,18 +76,18 @@ func TestMultipleUtterancesKeepCounting(t *testing.T) {
 	// flite speaks each sentence as its own utterance, restarting its wave.
 	text := "First sentence here. Second one follows. And a third to finish."
 	s := newSynth(t, Config{Voice: "kal16"})
-	r := synthesize(context.Background(), s, text)
-	if r.err != nil {
-		t.Fatal(r.err)
+	r := ttstest.Synthesize(context.Background(), s, text)
+	if r.Err != nil {
+		t.Fatal(r.Err)
 	}
-	marks := checkMarks(t, text, r)
+	marks := ttstest.CheckMarks(t, text, r)
 	if len(marks) != len(strings.Fields(text)) {
 		t.Errorf("%d marks for %d words", len(marks), len(strings.Fields(text)))
 	}
 	// The third sentence ends in the last quarter of the audio, not near
 	// the start as it would if each utterance restarted at sample 0.
-	if last := marks[len(marks)-1].EndSample; last < r.samples*3/4 {
-		t.Errorf("last word ends at %d of %d samples", last, r.samples)
+	if last := marks[len(marks)-1].EndSample; last < r.Samples*3/4 {
+		t.Errorf("last word ends at %d of %d samples", last, r.Samples)
 	}
 }
 
@@ -206,8 +120,8 @@ func TestCancelStopsSynthesis(t *testing.T) {
 		t.Errorf("%d samples arrived after cancel (chunks are %d)", after, len(first.PCM))
 	}
 	// The engine is free again.
-	if r := synthesize(context.Background(), s, "Still working."); r.err != nil || r.samples == 0 {
-		t.Errorf("after a cancel: %d samples, err %v", r.samples, r.err)
+	if r := ttstest.Synthesize(context.Background(), s, "Still working."); r.Err != nil || r.Samples == 0 {
+		t.Errorf("after a cancel: %d samples, err %v", r.Samples, r.Err)
 	}
 }
 
@@ -215,9 +129,9 @@ func TestCancelledContextSendsNothing(t *testing.T) {
 	s := newSynth(t, DefaultConfig())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	r := synthesize(ctx, s, sentence)
-	if !errors.Is(r.err, context.Canceled) || len(r.chunks) != 0 {
-		t.Errorf("got %d chunks, err %v; want none and context.Canceled", len(r.chunks), r.err)
+	r := ttstest.Synthesize(ctx, s, ttstest.Sentence)
+	if !errors.Is(r.Err, context.Canceled) || len(r.Chunks) != 0 {
+		t.Errorf("got %d chunks, err %v; want none and context.Canceled", len(r.Chunks), r.Err)
 	}
 }
 
@@ -241,11 +155,11 @@ func TestRateChangesDuration(t *testing.T) {
 	for _, voice := range []string{"slt", "kal16"} {
 		samples := map[float64]int{}
 		for _, rate := range []float64{0.7, 1, 1.6} {
-			r := synthesize(context.Background(), newSynth(t, Config{Voice: voice, Rate: rate}), sentence)
-			if r.err != nil {
-				t.Fatal(r.err)
+			r := ttstest.Synthesize(context.Background(), newSynth(t, Config{Voice: voice, Rate: rate}), ttstest.Sentence)
+			if r.Err != nil {
+				t.Fatal(r.Err)
 			}
-			samples[rate] = r.samples
+			samples[rate] = r.Samples
 		}
 		if !(samples[0.7] > samples[1] && samples[1] > samples[1.6]) {
 			t.Errorf("%s: samples by rate %v, want fewer at higher rates", voice, samples)
@@ -256,8 +170,8 @@ func TestRateChangesDuration(t *testing.T) {
 func TestEmptyTextSpeaksNothing(t *testing.T) {
 	s := newSynth(t, DefaultConfig())
 	for _, text := range []string{"", "  \n\t"} {
-		if r := synthesize(context.Background(), s, text); r.err != nil || len(r.chunks) != 0 {
-			t.Errorf("%q: %d chunks, err %v", text, len(r.chunks), r.err)
+		if r := ttstest.Synthesize(context.Background(), s, text); r.Err != nil || len(r.Chunks) != 0 {
+			t.Errorf("%q: %d chunks, err %v", text, len(r.Chunks), r.Err)
 		}
 	}
 }
@@ -265,11 +179,11 @@ func TestEmptyTextSpeaksNothing(t *testing.T) {
 func TestPunctuationOnly(t *testing.T) {
 	s := newSynth(t, DefaultConfig())
 	for _, text := range []string{"...", "?!", "- -", `"`} {
-		r := synthesize(context.Background(), s, text)
-		if r.err != nil {
-			t.Errorf("%q: %v", text, r.err)
+		r := ttstest.Synthesize(context.Background(), s, text)
+		if r.Err != nil {
+			t.Errorf("%q: %v", text, r.Err)
 		}
-		for _, c := range r.chunks {
+		for _, c := range r.Chunks {
 			if len(c.Words) != 0 {
 				t.Errorf("%q: word marks %+v for no words", text, c.Words)
 			}
@@ -288,8 +202,8 @@ func TestCloseIsIdempotent(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if r := synthesize(context.Background(), s, sentence); !errors.Is(r.err, engine.ErrClosed) {
-		t.Errorf("Synthesize after Close = %v, want ErrClosed", r.err)
+	if r := ttstest.Synthesize(context.Background(), s, ttstest.Sentence); !errors.Is(r.Err, engine.ErrClosed) {
+		t.Errorf("Synthesize after Close = %v, want ErrClosed", r.Err)
 	}
 }
 
@@ -307,11 +221,11 @@ func TestConcurrentSessions(t *testing.T) {
 	key := func(i, j int) string { return fmt.Sprint(i, "/", j) }
 	for i, cfg := range cfgs {
 		for j, text := range texts {
-			r := synthesize(context.Background(), newSynth(t, cfg), text)
-			if r.err != nil {
-				t.Fatal(r.err)
+			r := ttstest.Synthesize(context.Background(), newSynth(t, cfg), text)
+			if r.Err != nil {
+				t.Fatal(r.Err)
 			}
-			want[key(i, j)] = r.samples
+			want[key(i, j)] = r.Samples
 		}
 	}
 	var wg sync.WaitGroup
@@ -322,15 +236,15 @@ func TestConcurrentSessions(t *testing.T) {
 			defer wg.Done()
 			for round := 0; round < 2; round++ {
 				for j, text := range texts {
-					r := synthesize(context.Background(), s, text)
-					if r.err != nil {
-						t.Errorf("%+v: %v", cfg, r.err)
+					r := ttstest.Synthesize(context.Background(), s, text)
+					if r.Err != nil {
+						t.Errorf("%+v: %v", cfg, r.Err)
 						return
 					}
-					if r.samples != want[key(i, j)] {
-						t.Errorf("%+v %q: %d samples concurrently, %d alone", cfg, text, r.samples, want[key(i, j)])
+					if r.Samples != want[key(i, j)] {
+						t.Errorf("%+v %q: %d samples concurrently, %d alone", cfg, text, r.Samples, want[key(i, j)])
 					}
-					checkMarks(t, text, r)
+					ttstest.CheckMarks(t, text, r)
 				}
 			}
 		}()
@@ -346,12 +260,12 @@ func TestWaitingCallerGivesUp(t *testing.T) {
 	defer cancelA()
 	outA := make(chan tts.Chunk)
 	errA := make(chan error, 1)
-	go func() { errA <- s.Synthesize(ctxA, sentence, outA) }()
+	go func() { errA <- s.Synthesize(ctxA, ttstest.Sentence, outA) }()
 	<-outA // A now holds the engine, blocked on its next send
 
 	ctxB, cancelB := context.WithCancel(context.Background())
 	errB := make(chan error, 1)
-	go func() { errB <- s.Synthesize(ctxB, sentence, make(chan tts.Chunk)) }()
+	go func() { errB <- s.Synthesize(ctxB, ttstest.Sentence, make(chan tts.Chunk)) }()
 	cancelB()
 	if err := <-errB; !errors.Is(err, context.Canceled) {
 		t.Errorf("waiting Synthesize after cancel = %v, want context.Canceled", err)
