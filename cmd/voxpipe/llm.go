@@ -24,8 +24,10 @@ import (
 const llmUsage = `usage: voxpipe llm <command> [flags]
 
 commands:
-  run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N]
+  run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N] [--draft D | --lookup]
   bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json]
+            [--draft D | --lookup] [--question Q ...] [--spec-tokens 128]
+            speculative decoding: plain vs speculative greedy answers to ChatML questions
   quantize  IN OUT --type q8_0|q4_0|f16|f32
   eval      --model M --file F [--draft D] [--limit N] [--json]   perplexity (and draft agreement) on held-out text
   synth     --shape smollm2-135m|qwen2.5-0.5b|llama-1b --type f32|q8_0|q4_0 [--seed S] OUT`
@@ -74,6 +76,26 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// specFlags select speculative decoding (run and bench; eval has its own --draft).
+type specFlags struct {
+	draft  string
+	lookup bool
+}
+
+func (f *specFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.draft, "draft", "", "draft model for speculative decoding (same vocabulary)")
+	fs.BoolVar(&f.lookup, "lookup", false, "speculative decoding with prompt-lookup drafts")
+}
+
+func (f *specFlags) apply(cfg *engine.Config) error {
+	if f.draft != "" && f.lookup {
+		return fmt.Errorf("%w: --draft and --lookup exclude each other\n%s", errUsage, llmUsage)
+	}
+	cfg.DraftPath = f.draft
+	cfg.PromptLookup = f.lookup
+	return nil
+}
+
 // engineFlags are the flags run and bench share.
 type engineFlags struct {
 	model    string
@@ -107,6 +129,8 @@ func llmRun(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	var ef engineFlags
 	ef.register(fs)
+	var sf specFlags
+	sf.register(fs)
 	prompt := fs.String("prompt", "", "prompt (one user message)")
 	chatMode := fs.Bool("chat", false, "interactive chat over stdin")
 	system := fs.String("system", "", "system prompt")
@@ -127,6 +151,9 @@ func llmRun(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	}
 	cfg, err := ef.config()
 	if err != nil {
+		return err
+	}
+	if err := sf.apply(&cfg); err != nil {
 		return err
 	}
 	e, err := engine.Open(cfg)
@@ -193,19 +220,63 @@ func streamTo(ctx context.Context, m llm.Model, req llm.Request, out io.Writer) 
 
 // benchReport is the --json output of llm bench.
 type benchReport struct {
-	Model            string  `json:"model"`
-	Threads          int     `json:"threads"`
-	Kernels          string  `json:"kernels"`
-	PromptTokens     int     `json:"prompt_tokens"`
-	DecodeTokens     int     `json:"decode_tokens"`
-	PromptTokensPerS float64 `json:"prompt_tokens_per_s"`
-	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
-	TTFTMs           float64 `json:"ttft_ms"`
-	LoadMs           float64 `json:"load_ms"`
-	PromptCPUSeconds float64 `json:"prompt_cpu_s"`
-	DecodeCPUSeconds float64 `json:"decode_cpu_s"`
-	PeakRSSBytes     int64   `json:"peak_rss_bytes"`
+	Model            string      `json:"model"`
+	Threads          int         `json:"threads"`
+	Kernels          string      `json:"kernels"`
+	PromptTokens     int         `json:"prompt_tokens"`
+	DecodeTokens     int         `json:"decode_tokens"`
+	PromptTokensPerS float64     `json:"prompt_tokens_per_s"`
+	DecodeTokensPerS float64     `json:"decode_tokens_per_s"`
+	TTFTMs           float64     `json:"ttft_ms"`
+	LoadMs           float64     `json:"load_ms"`
+	PromptCPUSeconds float64     `json:"prompt_cpu_s"`
+	DecodeCPUSeconds float64     `json:"decode_cpu_s"`
+	PeakRSSBytes     int64       `json:"peak_rss_bytes"`
+	Spec             *specReport `json:"speculative,omitempty"`
 }
+
+// specReport is the speculative part of llm bench.
+type specReport struct {
+	Drafter         string  `json:"drafter"` // draft | lookup
+	Draft           string  `json:"draft,omitempty"`
+	Prompts         int     `json:"prompts"`
+	DecodeTokens    int     `json:"decode_tokens"`
+	PlainTokensPerS float64 `json:"plain_tokens_per_s"`
+	SpecTokensPerS  float64 `json:"spec_tokens_per_s"`
+	Speedup         float64 `json:"speedup"`
+	AcceptanceRate  float64 `json:"acceptance_rate"`
+	MeanAccepted    float64 `json:"mean_accepted"`
+	TokensPerRound  float64 `json:"tokens_per_target_pass"`
+	Identical       bool    `json:"identical"`
+	Drafted         int     `json:"drafted"`
+	Accepted        int     `json:"accepted"`
+	Rounds          int     `json:"rounds"`
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " | ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// benchSystemPrompt is the demo models' training system prompt (configs/default.yaml).
+const benchSystemPrompt = "You are voxpipe, a friendly voice assistant. Answer in one or two short spoken sentences."
+
+// Default speculative-bench workloads: questions the demo assistant
+// answers at length, and a quoting workload where prompt lookup can help.
+var (
+	benchQuestions = []string{
+		"What is a compiler?", "What does the word harbour mean?", "What is an operating system kernel?",
+		"What is a database?", "What does ephemeral mean?", "What is a network protocol?",
+		"What is an algorithm?", "What does the word lantern mean?",
+	}
+	benchQuotes = []string{
+		"Repeat after me: the quick brown fox jumps over the lazy dog near the quiet river bank.",
+		"Repeat after me: a compiler translates source code into machine code that a computer can run.",
+		"Repeat after me: please remind me to buy milk, eggs and bread on the way home tonight.",
+		"Repeat after me: the meeting with the design team has moved to Thursday at three in the afternoon.",
+	}
+)
 
 func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -214,6 +285,11 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	promptTokens := fs.Int("prompt-tokens", 512, "prompt length")
 	decodeTokens := fs.Int("decode-tokens", 128, "tokens to decode")
 	asJSON := fs.Bool("json", false, "print one JSON object")
+	var sf specFlags
+	sf.register(fs)
+	var questions stringList
+	fs.Var(&questions, "question", "a user question for the speculative bench (repeatable; default: built-in set)")
+	specTokens := fs.Int("spec-tokens", 128, "maximum answer tokens per question in the speculative bench")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -226,8 +302,14 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := sf.apply(&cfg); err != nil {
+		return err
+	}
 	if cfg.ContextSize == 0 {
 		cfg.ContextSize = *promptTokens + *decodeTokens
+		if cfg.DraftPath != "" || cfg.PromptLookup {
+			cfg.ContextSize = 0 // the model's: chat prompts plus answers
+		}
 	}
 	start := time.Now()
 	e, err := engine.Open(cfg)
@@ -265,6 +347,35 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		DecodeCPUSeconds: res.DecodeCPU.Seconds(),
 		PeakRSSBytes:     peakRSS(),
 	}
+	if cfg.DraftPath != "" || cfg.PromptLookup {
+		if len(questions) == 0 {
+			questions = benchQuestions
+			if cfg.PromptLookup {
+				questions = benchQuotes
+			}
+		}
+		convs := make([][]llm.Message, len(questions))
+		for i, q := range questions {
+			convs[i] = []llm.Message{{Role: llm.RoleSystem, Content: benchSystemPrompt}, {Role: llm.RoleUser, Content: q}}
+		}
+		sr, err := e.BenchSpec(ctx, convs, *specTokens)
+		if err != nil {
+			return err
+		}
+		rep.Spec = &specReport{
+			Drafter: sr.Drafter, Draft: cfg.DraftPath, Prompts: sr.Prompts, DecodeTokens: sr.DecodeTokens,
+			PlainTokensPerS: sr.PlainTokensPerSecond(), SpecTokensPerS: sr.SpecTokensPerSecond(), Speedup: sr.Speedup(),
+			AcceptanceRate: sr.Stats.AcceptanceRate(), MeanAccepted: sr.Stats.MeanAccepted(), Identical: sr.Identical,
+			Drafted: sr.Stats.Drafted, Accepted: sr.Stats.Accepted, Rounds: sr.Stats.Rounds,
+		}
+		if sr.Stats.Rounds > 0 {
+			rep.Spec.TokensPerRound = 1 + sr.Stats.MeanAccepted()
+		}
+		rep.PeakRSSBytes = peakRSS()
+		if !*asJSON && len(sr.Answers) > 0 {
+			fmt.Fprintf(out, "sample   %q -> %q\n", questions[0], sr.Answers[0])
+		}
+	}
 	if *asJSON {
 		return json.NewEncoder(out).Encode(rep)
 	}
@@ -273,6 +384,11 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "prompt   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.PromptTokens, rep.PromptTokensPerS, rep.PromptCPUSeconds)
 	fmt.Fprintf(out, "ttft     %.1f ms\n", rep.TTFTMs)
 	fmt.Fprintf(out, "decode   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.DecodeTokens, rep.DecodeTokensPerS, rep.DecodeCPUSeconds)
+	if sp := rep.Spec; sp != nil {
+		fmt.Fprintf(out, "spec     %s over %d questions, %d answer tokens, greedy identical: %v\n", sp.Drafter, sp.Prompts, sp.DecodeTokens, sp.Identical)
+		fmt.Fprintf(out, "         plain %.1f tokens/s, speculative %.1f tokens/s: speedup %.2fx\n", sp.PlainTokensPerS, sp.SpecTokensPerS, sp.Speedup)
+		fmt.Fprintf(out, "         acceptance %.1f%% (%d of %d drafted), mean accepted %.2f per pass (%d passes)\n", 100*sp.AcceptanceRate, sp.Accepted, sp.Drafted, sp.MeanAccepted, sp.Rounds)
+	}
 	fmt.Fprintf(out, "peak RSS %.1f MiB\n", float64(rep.PeakRSSBytes)/(1<<20))
 	return nil
 }

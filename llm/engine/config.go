@@ -22,6 +22,14 @@ type Config struct {
 
 	MaxTokens int // default answer length for requests with MaxTokens 0
 
+	// DraftPath is a smaller GGUF with the same vocabulary (size and every
+	// token's text) used for speculative decoding; "" = none. A Q4_0 copy
+	// of the target ("voxpipe llm quantize") works as a self-draft.
+	DraftPath string
+	// PromptLookup drafts by matching the last n-gram against the prompt
+	// and history when no DraftPath is set (cheap; wins when answers quote).
+	PromptLookup bool
+
 	// InPlace computes with the weights where they are in the file
 	// mapping instead of copying them into anonymous huge-page memory.
 	// It loads faster and shares pages between processes, but decoding

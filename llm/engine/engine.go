@@ -22,6 +22,10 @@
 //     the measured reason.
 //   - KV caches are F32 and kept per conversation (llm.Request.Conversation)
 //     in a small LRU; a new request reuses the longest common token prefix.
+//   - Speculative decoding (spec.go): Config.DraftPath or PromptLookup
+//     proposes tokens that the target verifies in one batched pass; greedy
+//     output is unchanged and sampled output keeps the target's
+//     distribution.
 //   - The decode step allocates nothing; streaming text does (strings).
 package engine
 
@@ -52,7 +56,8 @@ type Engine struct {
 	samp     *sampler
 	stop     stopMatcher
 	stops    []string
-	one      [1]int32 // the token fed in a decode step
+	one      [1]int32    // the token fed in a decode step
+	spec     *speculator // nil: no speculative decoding
 
 	mu     sync.RWMutex // guards closed against Stream's send on queue
 	closed bool
@@ -157,6 +162,28 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		done:     make(chan struct{}),
 		convs:    make(map[string]*sequence),
 	}
+	switch {
+	case cfg.DraftPath != "":
+		d, cost, err := openDraft(cfg, f, m)
+		if err != nil {
+			e.rt.close()
+			release()
+			return nil, err
+		}
+		e.spec = newSpeculator(m.hp.vocab, d, cost)
+	case cfg.PromptLookup:
+		e.spec = newSpeculator(m.hp.vocab, nil, 0)
+	}
+	if e.spec != nil {
+		if err := e.calibrate(); err != nil {
+			e.rt.close()
+			release()
+			if e.spec.draft != nil {
+				e.spec.draft.close()
+			}
+			return nil, fmt.Errorf("engine: speculative calibration: %w", err)
+		}
+	}
 	go e.schedule()
 	return e, nil
 }
@@ -184,6 +211,11 @@ func (e *Engine) Close() error {
 	<-e.done
 	e.rt.close()
 	err := e.release()
+	if e.spec != nil && e.spec.draft != nil {
+		if derr := e.spec.draft.close(); err == nil {
+			err = derr
+		}
+	}
 	if cerr := e.file.Close(); err == nil {
 		err = cerr
 	}
@@ -443,34 +475,16 @@ func (e *Engine) generate(r *request) (*llm.Usage, error) {
 	e.samp.reset(e.samplerFor(req), prompt)
 	e.stops = append(append(e.stops[:0], chat.StopStrings(e.template)...), req.Stop...)
 	e.stop.reset(e.stops)
-	stream := e.tok.NewStream()
-	for usage.CompletionTokens < maxTokens {
-		id := e.samp.sample(e.rt.logits)
-		if e.tok.IsEOG(id) {
-			break
-		}
-		usage.CompletionTokens++
-		e.samp.accept(id)
-		text, stopped := e.stop.push(stream.Add(id))
-		if text != "" && !r.send(llm.Token{Text: text}) {
-			return nil, r.ctx.Err()
-		}
-		if stopped {
-			return usage, nil
-		}
-		pos := len(seq.tokens)
-		if usage.CompletionTokens == maxTokens || pos >= e.cfg.ContextSize {
-			break
-		}
-		if err := r.ctx.Err(); err != nil {
-			return nil, err
-		}
-		e.one[0] = id
-		if err := e.rt.forward(r.ctx, seq.kv, e.one[:], pos, nil); err != nil {
-			return nil, err
-		}
-		seq.tokens = append(seq.tokens, id)
+	g := &generation{e: e, r: r, seq: seq, maxTokens: maxTokens, stream: e.tok.NewStream()}
+	err = e.decode(r.ctx, g)
+	usage.CompletionTokens = g.count
+	if err != nil {
+		return nil, err
 	}
+	if g.stopped {
+		return usage, nil
+	}
+	stream := g.stream
 	text, stopped := e.stop.push(stream.Flush())
 	if !stopped {
 		text += e.stop.flush()

@@ -19,6 +19,8 @@ var (
 	ErrContextFull = errors.New("engine: prompt does not fit the context window")
 	// ErrClosed is returned by Stream after Close.
 	ErrClosed = errors.New("engine: closed")
+	// ErrDraftVocab is returned by Open when the draft model's vocabulary is not the target's.
+	ErrDraftVocab = errors.New("engine: draft model vocabulary differs from the target's")
 	// ErrEmptyPrompt is returned when a request renders to no tokens.
 	ErrEmptyPrompt = errors.New("engine: empty prompt")
 )

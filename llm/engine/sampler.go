@@ -82,6 +82,26 @@ func argmax(logits []float32) int32 {
 
 // sample picks a token; logits are modified in place.
 func (s *sampler) sample(logits []float32) int32 {
+	cands, probs, sum := s.prepare(logits)
+	if cands == nil {
+		return argmax(logits)
+	}
+	r := s.rng.Float32() * sum
+	for i := range probs {
+		r -= probs[i]
+		if r < 0 {
+			return cands[i]
+		}
+	}
+	return cands[len(cands)-1]
+}
+
+// prepare applies the repetition penalty to logits in place and, when
+// sampling, returns the kept candidates (best first) with their
+// unnormalised probabilities and the probabilities' sum. It returns nil
+// candidates for greedy decoding. sample and dist (speculative decoding)
+// share it so both see exactly the same processed distribution.
+func (s *sampler) prepare(logits []float32) (cands []int32, probs []float32, sum float32) {
 	p := &s.p
 	if p.repeatPenalty > 0 && p.repeatPenalty != 1 {
 		for i := 0; i < s.filled; i++ {
@@ -108,13 +128,13 @@ func (s *sampler) sample(logits []float32) int32 {
 		}
 	}
 	if p.temperature <= 0 {
-		return argmax(logits)
+		return nil, nil, 0
 	}
 	// Candidates: drop tokens whose probability is below e^-30 of the best
 	// (they could never be drawn in float32 anyway), then sort.
 	maxL := logits[argmax(logits)]
 	cut := maxL - 30*p.temperature
-	cands := s.cands[:0]
+	cands = s.cands[:0]
 	for i, v := range logits {
 		if v >= cut {
 			cands = append(cands, int32(i))
@@ -125,13 +145,11 @@ func (s *sampler) sample(logits []float32) int32 {
 		cands = s.selectTop(cands, p.topK)
 	}
 	slices.SortFunc(cands, s.cmp)
-	probs := s.probs[:len(cands)]
-	var sum float32
+	probs = s.probs[:len(cands)]
 	invT := 1 / p.temperature
 	for i, id := range cands {
 		e := float32(math.Exp(float64((logits[id] - maxL) * invT)))
 		probs[i] = e
-		sum += e
 	}
 	keep := len(cands)
 	if p.minP > 0 {
@@ -154,18 +172,10 @@ func (s *sampler) sample(logits []float32) int32 {
 			}
 		}
 	}
-	sum = 0
 	for i := 0; i < keep; i++ {
 		sum += probs[i]
 	}
-	r := s.rng.Float32() * sum
-	for i := 0; i < keep; i++ {
-		r -= probs[i]
-		if r < 0 {
-			return cands[i]
-		}
-	}
-	return cands[keep-1]
+	return cands[:keep], probs[:keep], sum
 }
 
 // cmp orders candidate ids by descending logit, then ascending id.

@@ -1,0 +1,236 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/engine/gguf"
+	"github.com/voxpipe/voxpipe/llm/engine/quant"
+)
+
+// demoModels returns the bundled demo target and draft, skipping when absent.
+func demoModels(t testing.TB) (target, draft string) {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("demo models not found (requires the repository's models/ folder)")
+		}
+		dir = parent
+	}
+	target = filepath.Join(dir, "models", "voxpipe-demo-q8_0.gguf")
+	draft = filepath.Join(dir, "models", "voxpipe-demo-draft-q8_0.gguf")
+	for _, p := range []string{target, draft} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("demo model %s missing: %v", p, err)
+		}
+	}
+	return target, draft
+}
+
+// BenchmarkDemoStepCost measures the forward-pass costs speculative
+// decoding trades: the target at 1, 3, 5 and 9 tokens per pass and the
+// draft at 1, on the demo models at 2 threads.
+func BenchmarkDemoStepCost(b *testing.B) {
+	target, draft := demoModels(b)
+	for _, c := range []struct {
+		name string
+		path string
+		n    int
+	}{{"target/1", target, 1}, {"target/3", target, 3}, {"target/5", target, 5}, {"target/9", target, 9}, {"draft/1", draft, 1}} {
+		b.Run(c.name, func(b *testing.B) {
+			_, m := testModel(b, c.path)
+			rt := newCompute(m, 2, 1024, defaultBatch)
+			defer rt.close()
+			kv := newKVCache(&m.hp, 1024)
+			prompt := make([]int32, 100)
+			for i := range prompt {
+				prompt[i] = int32(i * 7 % m.hp.vocab)
+			}
+			if err := rt.forward(context.Background(), kv, prompt, 0, nil); err != nil {
+				b.Fatal(err)
+			}
+			all := make([]float32, c.n*m.hp.vocab)
+			batch := prompt[:c.n]
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				var out []float32
+				if c.n > 1 {
+					out = all
+				}
+				if err := rt.forward(context.Background(), kv, batch, 100, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+var demoQuestions = []string{
+	"What is a compiler?", "What does the word harbour mean?", "What is an operating system kernel?",
+	"What is a database?", "What does ephemeral mean?", "What is a network protocol?",
+	"What is an algorithm?", "What does the word lantern mean?",
+}
+
+var demoQuotes = []string{
+	"Repeat after me: the quick brown fox jumps over the lazy dog near the quiet river bank.",
+	"Repeat after me: a compiler translates source code into machine code that a computer can run.",
+	"Repeat after me: please remind me to buy milk, eggs and bread on the way home tonight.",
+	"Repeat after me: the meeting with the design team has moved to Thursday at three in the afternoon.",
+}
+
+func demoConvs(questions []string) [][]llm.Message {
+	convs := make([][]llm.Message, len(questions))
+	for i, q := range questions {
+		convs[i] = []llm.Message{
+			{Role: llm.RoleSystem, Content: "You are voxpipe, a friendly voice assistant. Answer in one or two short spoken sentences."},
+			{Role: llm.RoleUser, Content: q},
+		}
+	}
+	return convs
+}
+
+// demoSelfDraft writes the target at Q4_0 (the self-draft).
+func demoSelfDraft(t testing.TB, target string) string {
+	path := filepath.Join(t.TempDir(), "demo-q4_0.gguf")
+	if err := quant.QuantizeFile(target, path, gguf.TypeQ4_0); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestDemoSpecGreedyIdentical: on the bundled demo models, speculative
+// greedy answers (draft model, Q4_0 self-draft, prompt lookup) equal the
+// plain ones token for token.
+func TestDemoSpecGreedyIdentical(t *testing.T) {
+	target, draft := demoModels(t)
+	cases := []struct {
+		name      string
+		mod       func(*Config)
+		questions []string
+	}{
+		{"draft", func(c *Config) { c.DraftPath = draft }, demoQuestions[:3]},
+		{"self-q4", func(c *Config) { c.DraftPath = demoSelfDraft(t, target) }, demoQuestions[3:5]},
+		{"lookup", func(c *Config) { c.PromptLookup = true }, demoQuotes[:2]},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		cfg.ModelPath, cfg.Threads, cfg.RepeatPenalty = target, 2, 1
+		c.mod(&cfg)
+		e, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.spec.fixedK = 4 // exercise verification whatever the calibration says
+		res, err := e.BenchSpec(context.Background(), demoConvs(c.questions), 64)
+		e.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d tokens, acceptance %.2f, answer %q", c.name, res.DecodeTokens, res.Stats.AcceptanceRate(), res.Answers[0])
+		if !res.Identical {
+			t.Fatalf("%s: speculative greedy answers differ from plain", c.name)
+		}
+		if res.Stats.Drafted == 0 {
+			t.Fatalf("%s: nothing drafted", c.name)
+		}
+	}
+}
+
+// BenchmarkDemoSpec reports plain vs speculative greedy decoding on the
+// demo models at 2 threads: a ChatML question workload for the draft and
+// the Q4_0 self-draft, a quoting workload for prompt lookup.
+func BenchmarkDemoSpec(b *testing.B) {
+	target, draft := demoModels(b)
+	selfDraft := demoSelfDraft(b, target)
+	cases := []struct {
+		name      string
+		mod       func(*Config)
+		questions []string
+		fixedK    int // 0: adaptive
+	}{
+		{"draft", func(c *Config) { c.DraftPath = draft }, demoQuestions, 0},
+		{"draft-k3", func(c *Config) { c.DraftPath = draft }, demoQuestions, 3},
+		{"self-q4", func(c *Config) { c.DraftPath = selfDraft }, demoQuestions, 0},
+		{"self-q4-k4", func(c *Config) { c.DraftPath = selfDraft }, demoQuestions, 4},
+		{"lookup", func(c *Config) { c.PromptLookup = true }, demoQuotes, 0},
+		{"lookup-questions", func(c *Config) { c.PromptLookup = true }, demoQuestions, 0},
+		{"lookup-asked-again", func(c *Config) { c.PromptLookup = true }, nil, 0},
+		{"lookup-asked-again-k8", func(c *Config) { c.PromptLookup = true }, nil, 8},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			cfg := DefaultConfig()
+			cfg.ModelPath, cfg.Threads, cfg.RepeatPenalty = target, 2, 1
+			c.mod(&cfg)
+			e, err := Open(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			e.spec.fixedK = c.fixedK
+			convs := demoConvs(c.questions)
+			if c.questions == nil {
+				convs = askedAgain(b, e, demoQuestions)
+			}
+			var sum SpecBenchResult
+			identical := true
+			for i := 0; i < b.N; i++ {
+				res, err := e.BenchSpec(context.Background(), convs, 128)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sum.DecodeTokens += res.DecodeTokens
+				sum.PlainTime += res.PlainTime
+				sum.SpecTime += res.SpecTime
+				sum.Stats.Drafted += res.Stats.Drafted
+				sum.Stats.Accepted += res.Stats.Accepted
+				sum.Stats.Rounds += res.Stats.Rounds
+				identical = identical && res.Identical
+			}
+			if !identical {
+				b.Fatal("speculative greedy answers differ from plain")
+			}
+			b.ReportMetric(sum.Speedup(), "speedup")
+			b.ReportMetric(sum.PlainTokensPerSecond(), "plain-tok/s")
+			b.ReportMetric(sum.SpecTokensPerSecond(), "spec-tok/s")
+			b.ReportMetric(100*sum.Stats.AcceptanceRate(), "accept-%")
+			b.ReportMetric(sum.Stats.MeanAccepted(), "accepted/pass")
+			b.ReportMetric(1+e.spec.verifyBase, "T2/T1")
+			b.ReportMetric(e.spec.verifyCost, "verify-cost/row")
+			b.ReportMetric(e.spec.draftCost, "draft-cost")
+		})
+	}
+}
+
+// askedAgain builds conversations where the user repeats a question the
+// assistant has just answered (its own greedy answer is in the history):
+// the second answer quotes the first, the case prompt lookup is for.
+func askedAgain(t testing.TB, e *Engine, questions []string) [][]llm.Message {
+	convs := demoConvs(questions)
+	for i, msgs := range convs {
+		ch, err := e.Stream(context.Background(), llm.Request{Messages: msgs, MaxTokens: 128})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answer string
+		for tok := range ch {
+			if tok.Err != nil {
+				t.Fatal(tok.Err)
+			}
+			answer += tok.Text
+		}
+		convs[i] = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: answer}, msgs[len(msgs)-1])
+	}
+	return convs
+}
