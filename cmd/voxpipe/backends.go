@@ -129,6 +129,8 @@ func newEngine(c *config.Config) (llm.Model, io.Closer, error) {
 	e := c.LLM.Engine
 	ec := engine.DefaultConfig()
 	ec.ModelPath = e.Model
+	ec.DraftPath = e.DraftModel
+	ec.PromptLookup = e.PromptLookup
 	if e.Threads > 0 {
 		ec.Threads = e.Threads
 	}

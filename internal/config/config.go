@@ -92,8 +92,10 @@ type LLM struct {
 // Engine configures the in-process GGUF engine (llm/engine).
 type Engine struct {
 	Model         string  `yaml:"model"`
-	Threads       int     `yaml:"threads"`      // 0: one per core
-	ContextSize   int     `yaml:"context_size"` // 0: the model's
+	DraftModel    string  `yaml:"draft_model"`   // "" = no draft model
+	PromptLookup  bool    `yaml:"prompt_lookup"` // draft from n-gram matches in the conversation
+	Threads       int     `yaml:"threads"`       // 0: one per core
+	ContextSize   int     `yaml:"context_size"`  // 0: the model's
 	ChatTemplate  string  `yaml:"chat_template"`
 	Temperature   float32 `yaml:"temperature"`
 	TopK          int     `yaml:"top_k"`
