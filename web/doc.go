@@ -1,6 +1,8 @@
 // Package web is voxpipe's HTTP front: the voice WebSocket (GET /ws, protocol
-// in docs/protocol.md), /healthz, /metrics (Prometheus) and the
-// OpenAI-compatible API mounted under /v1/.
+// in docs/protocol.md), WebRTC (POST /rtc/offer: Opus both ways, the same
+// events on the "events" data channel), the browser page (/, embedded from
+// web/ui), /healthz, /metrics (Prometheus) and the OpenAI-compatible API
+// mounted under /v1/. Both voice transports share MaxSessions.
 //
 // # Concurrency
 //
@@ -18,6 +20,11 @@
 // connection's context: the writer then sends a close frame, the reader's
 // deadline is cut to a short grace period for the client's close reply, and
 // the session returns. The handler returns only after all three have exited.
+//
+// A WebRTC session (rtc.go) is driven by pion's callbacks: the audio track's
+// reader and the data channel's messages feed the session, one goroutine
+// writes its output (events to the data channel, Opus to the track, silence
+// between answers), and the peer connection failing or closing cancels it.
 //
 // Server.Shutdown does what http.Server.Shutdown cannot for hijacked
 // connections: it cancels every session, closes every WebSocket and waits.

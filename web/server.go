@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/pion/webrtc/v4"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
@@ -42,6 +43,9 @@ type Config struct {
 	// AllowOrigin checks the Origin header of WebSocket upgrades; nil
 	// accepts any origin (devices send none, browsers send the page's).
 	AllowOrigin func(r *http.Request) bool
+	// RTC configures the WebRTC transport (POST /rtc/offer); its sessions
+	// count against MaxSessions with the WebSocket ones.
+	RTC RTCConfig
 }
 
 const (
@@ -57,6 +61,7 @@ type Server struct {
 	log      zerolog.Logger
 	metrics  *Metrics
 	upgrader websocket.Upgrader
+	rtcAPI   *webrtc.API
 	mux      *http.ServeMux
 
 	// baseCtx parents every connection's context; cancelled by Shutdown.
@@ -66,9 +71,10 @@ type Server struct {
 	// handlers counts running WebSocket handlers, for Shutdown to wait on.
 	handlers sync.WaitGroup
 
-	// mu guards conns, reserved and closing.
+	// mu guards conns, rtcs, reserved and closing.
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
+	rtcs     map[*rtcSession]struct{}
 	reserved int // slots taken, including upgrades in progress
 	closing  bool
 }
@@ -100,8 +106,14 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		log:      log,
 		metrics:  NewMetrics(),
 		conns:    map[*conn]struct{}{},
+		rtcs:     map[*rtcSession]struct{}{},
 		mux:      http.NewServeMux(),
 	}
+	rtcAPI, err := newRTCAPI(cfg.RTC)
+	if err != nil {
+		return nil, err
+	}
+	s.rtcAPI = rtcAPI
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
@@ -114,6 +126,11 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		s.upgrader.CheckOrigin = func(*http.Request) bool { return true }
 	}
 	s.mux.HandleFunc("GET /ws", s.serveWS)
+	s.mux.HandleFunc("POST /rtc/offer", s.serveRTCOffer)
+	s.mux.HandleFunc("GET /rtc/config", s.serveRTCConfig)
+	if err := mountUI(s.mux); err != nil {
+		return nil, fmt.Errorf("web: embedded ui: %w", err)
+	}
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{}))
 	if cfg.API != nil {
@@ -128,11 +145,11 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // Metrics returns the server's collectors (also the sessions' Observer).
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
-// ActiveSessions is the number of WebSocket sessions connected now.
+// ActiveSessions is the number of WebSocket and WebRTC sessions connected now.
 func (s *Server) ActiveSessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns)
+	return len(s.conns) + len(s.rtcs)
 }
 
 // Shutdown refuses new sessions, cancels every running one (each client gets
@@ -159,6 +176,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	for c := range s.conns {
 		_ = c.ws.Close() // unblocks the reader and the writer at once
+	}
+	for rs := range s.rtcs {
+		rs.cancel() // already cancelled through baseCtx; serve closes the peer
 	}
 	s.mu.Unlock()
 	<-done
@@ -195,14 +215,30 @@ func (s *Server) track(c *conn, live bool) bool {
 	defer s.mu.Unlock()
 	if !live {
 		delete(s.conns, c)
-		s.metrics.activeSessions.Set(float64(len(s.conns)))
+		s.metrics.activeSessions.Set(float64(len(s.conns) + len(s.rtcs)))
 		return true
 	}
 	if s.closing {
 		return false
 	}
 	s.conns[c] = struct{}{}
-	s.metrics.activeSessions.Set(float64(len(s.conns)))
+	s.metrics.activeSessions.Set(float64(len(s.conns) + len(s.rtcs)))
+	return true
+}
+
+// trackRTC is track for WebRTC sessions.
+func (s *Server) trackRTC(rs *rtcSession, live bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !live {
+		delete(s.rtcs, rs)
+	} else {
+		if s.closing {
+			return false
+		}
+		s.rtcs[rs] = struct{}{}
+	}
+	s.metrics.activeSessions.Set(float64(len(s.conns) + len(s.rtcs)))
 	return true
 }
 
@@ -213,13 +249,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if reason := s.reserve(); reason != "" {
-		s.metrics.sessionRejected(reason)
-		msg := fmt.Sprintf("server full: %d sessions running", s.cfg.MaxSessions)
-		if reason == reasonShuttingDown {
-			msg = "server shutting down"
-		}
-		w.Header().Set("Retry-After", "1")
-		writeJSONError(w, http.StatusServiceUnavailable, pipeline.CodeBusy, msg)
+		s.rejectBusy(w, reason)
 		return
 	}
 	defer s.release()
@@ -237,6 +267,17 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.track(c, false)
 	c.serve()
+}
+
+// rejectBusy answers a session request refused by reserve with HTTP 503.
+func (s *Server) rejectBusy(w http.ResponseWriter, reason string) {
+	s.metrics.sessionRejected(reason)
+	msg := fmt.Sprintf("server full: %d sessions running", s.cfg.MaxSessions)
+	if reason == reasonShuttingDown {
+		msg = "server shutting down"
+	}
+	w.Header().Set("Retry-After", "1")
+	writeJSONError(w, http.StatusServiceUnavailable, pipeline.CodeBusy, msg)
 }
 
 func (s *Server) upgradeError(w http.ResponseWriter, _ *http.Request, status int, reason error) {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -231,7 +230,7 @@ func (c *conn) handleText(data []byte) {
 			c.reject(pipeline.CodeNotStarted, msg.Type+" before start", 0)
 			return
 		}
-		ev := &pipeline.ClientEvent{Type: msg.Type, Turn: msg.Turn, PlayedMs: msg.PlayedMs}
+		ev := controlEvent(msg)
 		select { // control messages are never dropped
 		case c.in <- pipeline.Input{Event: ev}:
 		case <-c.ctx.Done():
@@ -315,16 +314,9 @@ func (c *conn) handleStart(msg clientMessage) {
 	})
 }
 
-// runSession runs the session, turning a panic in it into an error so one
-// broken session cannot take the server down.
-func (c *conn) runSession(sess *pipeline.Session) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			c.log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("session panicked")
-			err = fmt.Errorf("%w: session panicked: %v", errInternal, p)
-		}
-	}()
-	return sess.Run(c.ctx, c.in, c.out)
+// runSession runs the session (a panic becomes an error).
+func (c *conn) runSession(sess *pipeline.Session) error {
+	return runSessionSafe(c.ctx, sess, c.in, c.out, c.log)
 }
 
 func (c *conn) handleAudio(data []byte) {
@@ -508,16 +500,7 @@ func (w *writer) output(o pipeline.Output) bool {
 }
 
 func (w *writer) fillAudio(ev *pipeline.Event) {
-	// The session speaks PCM; the wire encoding is the transport's business.
-	if w.encoding != "" {
-		ev.Encoding = w.encoding
-	}
-	if ev.SampleRate == 0 {
-		ev.SampleRate = w.rate
-	}
-	if ev.FrameMs == 0 {
-		ev.FrameMs = FrameMs
-	}
+	fillAudioFormat(ev, w.encoding, w.rate)
 }
 
 func (w *writer) event(ev pipeline.Event) error {

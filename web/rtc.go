@@ -1,0 +1,533 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pion/ice/v4"
+	"github.com/pion/rtp"
+	"github.com/pion/webrtc/v4"
+	"github.com/pion/webrtc/v4/pkg/media"
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+)
+
+// RTCConfig configures the WebRTC transport (POST /rtc/offer).
+type RTCConfig struct {
+	// ICEServers are STUN/TURN servers offered to ICE. Empty: host
+	// candidates only (a LAN, or a server with a public address).
+	ICEServers []ICEServer
+	// UDPPortMin..UDPPortMax bounds the UDP ports ICE listens on, for
+	// firewalls; both 0 = any ephemeral port.
+	UDPPortMin, UDPPortMax uint16
+	// IncludeLoopback offers 127.0.0.1 candidates too (tests, a client on
+	// the same machine).
+	IncludeLoopback bool
+	// ConnectTimeout is how long a peer may take from the answer to an open
+	// "events" data channel before the session is given up. 0 = 20 s.
+	ConnectTimeout time.Duration
+	// FailedTimeout ends a session whose peer has sent nothing (no media,
+	// no ICE keepalive) for this long. 0 = 15 s.
+	FailedTimeout time.Duration
+}
+
+// ICEServer is one STUN or TURN server.
+type ICEServer struct {
+	URLs       []string `yaml:"urls" json:"urls"`
+	Username   string   `yaml:"username" json:"username,omitempty"`
+	Credential string   `yaml:"credential" json:"credential,omitempty"`
+}
+
+const (
+	// rtcRate is the Opus clock and the session's audio rate both ways.
+	rtcRate = 48000
+	// rtcEventsLabel names the data channel the client creates for events.
+	rtcEventsLabel        = "events"
+	defaultConnectTimeout = 20 * time.Second
+	defaultFailedTimeout  = 15 * time.Second
+	// maxOfferBytes bounds the POST body; real offers are a few kB.
+	maxOfferBytes = 64 << 10
+	// rtpBufBytes holds one RTP packet (an Ethernet MTU is enough).
+	rtpBufBytes = 1500
+	// rtcMaxStall is how far the outbound stream may fall behind wall time
+	// before the writer gives up catching up with silence.
+	rtcMaxStall = 200 * time.Millisecond
+)
+
+// newRTCAPI builds the pion API: Opus only, host candidates unless ICE
+// servers are configured, an optional port range.
+func newRTCAPI(cfg RTCConfig) (*webrtc.API, error) {
+	var media webrtc.MediaEngine
+	if err := media.RegisterCodec(webrtc.RTPCodecParameters{
+		RTPCodecCapability: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: rtcRate, Channels: 2,
+			SDPFmtpLine: "minptime=10;useinbandfec=1"},
+		PayloadType: 111,
+	}, webrtc.RTPCodecTypeAudio); err != nil {
+		return nil, fmt.Errorf("%w: rtc: opus codec: %w", ErrConfig, err)
+	}
+	var se webrtc.SettingEngine
+	if cfg.UDPPortMin != 0 || cfg.UDPPortMax != 0 {
+		if err := se.SetEphemeralUDPPortRange(cfg.UDPPortMin, cfg.UDPPortMax); err != nil {
+			return nil, fmt.Errorf("%w: rtc: udp port range %d-%d: %w", ErrConfig, cfg.UDPPortMin, cfg.UDPPortMax, err)
+		}
+	}
+	se.SetIncludeLoopbackCandidate(cfg.IncludeLoopback)
+	// Browsers hide host addresses behind mDNS names; resolve them, but
+	// publish our own addresses plainly.
+	se.SetICEMulticastDNSMode(ice.MulticastDNSModeQueryOnly)
+	// Give up on a vanished peer sooner than pion's default 25 s.
+	failed := cfg.FailedTimeout
+	if failed <= 0 {
+		failed = defaultFailedTimeout
+	}
+	se.SetICETimeouts(min(5*time.Second, failed/2), failed, 2*time.Second)
+	return webrtc.NewAPI(webrtc.WithMediaEngine(&media), webrtc.WithSettingEngine(se)), nil
+}
+
+func (cfg RTCConfig) iceServers() []webrtc.ICEServer {
+	out := make([]webrtc.ICEServer, 0, len(cfg.ICEServers))
+	for _, s := range cfg.ICEServers {
+		out = append(out, webrtc.ICEServer{URLs: s.URLs, Username: s.Username, Credential: s.Credential})
+	}
+	return out
+}
+
+// rtcSession is one WebRTC voice session: Opus in from the client's audio
+// track, Opus out on ours, events both ways on the "events" data channel.
+//
+// Goroutines: pion runs the OnTrack handler (the audio reader, the only
+// sender of audio on in) and the data channel callbacks (control input);
+// serve runs the writer (the only reader of out) and starts the session
+// goroutine, which closes out. in is never closed: its senders are pion
+// callbacks, so the session ends through ctx, which is cancelled when the
+// peer connection fails or closes, the data channel closes, the session
+// ends, or the server shuts down. serve returns only after pc.Close and
+// the audio reader has exited.
+type rtcSession struct {
+	srv *Server
+	pc  *webrtc.PeerConnection
+	id  string
+	log zerolog.Logger
+	// sessLog is log without the id, for pipeline.NewSession (which adds it).
+	sessLog zerolog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	in     chan pipeline.Input
+	out    chan pipeline.Output
+	runErr chan error // session goroutine → serve, buffered 1
+
+	track   *webrtc.TrackLocalStaticSample
+	started atomic.Bool // the session runs: audio is forwarded
+
+	dcOpen     chan struct{} // closed when the events channel opens
+	dcOpenOnce sync.Once
+
+	mu      sync.Mutex // guards events, closed and readers.Add
+	events  *webrtc.DataChannel
+	closed  bool
+	readers sync.WaitGroup // OnTrack audio readers
+}
+
+// serveRTCConfig tells the page which ICE servers to use: behind NAT the
+// browser needs the same STUN/TURN servers as the server (TURN credentials
+// are meant for clients).
+func (s *Server) serveRTCConfig(w http.ResponseWriter, _ *http.Request) {
+	servers := s.cfg.RTC.ICEServers
+	if servers == nil {
+		servers = []ICEServer{}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(struct {
+		ICEServers []ICEServer `json:"ice_servers"`
+	}{servers})
+}
+
+func (s *Server) serveRTCOffer(w http.ResponseWriter, r *http.Request) {
+	var offer webrtc.SessionDescription
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxOfferBytes+1))
+	if err == nil && len(body) > maxOfferBytes {
+		err = fmt.Errorf("offer over %d bytes", maxOfferBytes)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &offer)
+	}
+	if err == nil && (offer.Type != webrtc.SDPTypeOffer || offer.SDP == "") {
+		err = errors.New(`want {"type":"offer","sdp":"..."}`)
+	}
+	if err != nil {
+		s.metrics.sessionRejected(reasonUpgrade)
+		writeJSONError(w, http.StatusBadRequest, pipeline.CodeBadMessage, "rtc offer: "+err.Error())
+		return
+	}
+	if reason := s.reserve(); reason != "" {
+		s.rejectBusy(w, reason)
+		return
+	}
+	rs, answer, err := s.newRTCSession(r, offer)
+	if err != nil {
+		s.release()
+		s.metrics.sessionRejected(reasonUpgrade)
+		s.log.Info().Err(err).Str("remote", r.RemoteAddr).Msg("rtc offer refused")
+		writeJSONError(w, http.StatusBadRequest, pipeline.CodeBadMessage, err.Error())
+		return
+	}
+	go func() {
+		defer s.release()
+		rs.serve()
+	}()
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(answer)
+}
+
+// newRTCSession negotiates: it returns the session (not yet serving) and
+// the answer with every ICE candidate gathered.
+func (s *Server) newRTCSession(r *http.Request, offer webrtc.SessionDescription) (*rtcSession, *webrtc.SessionDescription, error) {
+	pc, err := s.rtcAPI.NewPeerConnection(webrtc.Configuration{ICEServers: s.cfg.RTC.iceServers()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("rtc: peer connection: %w", err)
+	}
+	id := newSessionID()
+	log := s.log.With().Str("remote", r.RemoteAddr).Str("transport", "webrtc").Logger()
+	rs := &rtcSession{
+		srv:     s,
+		pc:      pc,
+		id:      id,
+		log:     log.With().Str("session", id).Logger(),
+		sessLog: log,
+		in:      make(chan pipeline.Input, inputQueue),
+		out:     make(chan pipeline.Output),
+		runErr:  make(chan error, 1),
+		dcOpen:  make(chan struct{}),
+	}
+	rs.ctx, rs.cancel = context.WithCancel(s.baseCtx)
+	fail := func(err error) (*rtcSession, *webrtc.SessionDescription, error) {
+		rs.cancel()
+		rs.closePeer()
+		return nil, nil, err
+	}
+	rs.track, err = webrtc.NewTrackLocalStaticSample(
+		webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: rtcRate, Channels: 2}, "answer", "voxpipe")
+	if err != nil {
+		return fail(fmt.Errorf("rtc: audio track: %w", err))
+	}
+	if _, err := pc.AddTrack(rs.track); err != nil {
+		return fail(fmt.Errorf("rtc: add audio track: %w", err))
+	}
+	pc.OnTrack(rs.onTrack)
+	pc.OnDataChannel(rs.onDataChannel)
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		rs.log.Debug().Str("state", st.String()).Msg("rtc connection state")
+		if st == webrtc.PeerConnectionStateFailed || st == webrtc.PeerConnectionStateClosed {
+			rs.cancel()
+		}
+	})
+
+	if err := pc.SetRemoteDescription(offer); err != nil {
+		return fail(fmt.Errorf("rtc: bad offer: %w", err))
+	}
+	answer, err := pc.CreateAnswer(nil)
+	if err != nil {
+		return fail(fmt.Errorf("rtc: answer: %w", err))
+	}
+	gathered := webrtc.GatheringCompletePromise(pc)
+	if err := pc.SetLocalDescription(answer); err != nil {
+		return fail(fmt.Errorf("rtc: local description: %w", err))
+	}
+	select {
+	case <-gathered:
+	case <-r.Context().Done():
+		return fail(fmt.Errorf("rtc: client gone while gathering candidates: %w", r.Context().Err()))
+	case <-rs.ctx.Done():
+		return fail(errors.New("rtc: server shutting down"))
+	}
+	if !s.trackRTC(rs, true) {
+		return fail(errors.New("rtc: server shutting down"))
+	}
+	return rs, pc.LocalDescription(), nil
+}
+
+// serve runs the session to its end, then tears the peer connection down.
+func (rs *rtcSession) serve() {
+	defer rs.srv.trackRTC(rs, false)
+	defer rs.closePeer()
+	defer rs.cancel()
+
+	timeout := rs.srv.cfg.RTC.ConnectTimeout
+	if timeout <= 0 {
+		timeout = defaultConnectTimeout
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-rs.dcOpen:
+	case <-timer.C:
+		rs.log.Info().Dur("timeout", timeout).Msg("rtc peer never opened the events channel")
+		return
+	case <-rs.ctx.Done():
+		return
+	}
+
+	cfg := rs.srv.cfg.Pipeline
+	cfg.InputRate, cfg.OutputRate = rtcRate, rtcRate
+	sess, err := pipeline.NewSession(rs.id, cfg, rs.srv.backends, rs.srv.metrics, rs.sessLog)
+	if err != nil {
+		rs.log.Error().Err(err).Msg("rtc session")
+		rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
+		return
+	}
+	w, err := newRTCWriter(rs)
+	if err != nil {
+		rs.log.Error().Err(err).Msg("rtc writer")
+		rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
+		return
+	}
+	rs.log.Info().Msg("rtc session started")
+	rs.sendEvent(pipeline.Event{Type: pipeline.EventReady, Encoding: EncodingOpus, SampleRate: rtcRate, FrameMs: FrameMs})
+	rs.started.Store(true)
+	go func() {
+		defer close(rs.out)
+		rs.runErr <- runSessionSafe(rs.ctx, sess, rs.in, rs.out, rs.log)
+	}()
+	w.loop()
+	if err := <-rs.runErr; err != nil && !errors.Is(err, context.Canceled) {
+		rs.log.Warn().Err(err).Msg("rtc session failed")
+		rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
+	}
+	rs.log.Info().Msg("rtc session ended")
+}
+
+// closePeer closes the peer connection and waits for the audio reader.
+// Idempotent.
+func (rs *rtcSession) closePeer() {
+	rs.mu.Lock()
+	rs.closed = true
+	rs.mu.Unlock()
+	if err := rs.pc.Close(); err != nil {
+		rs.log.Debug().Err(err).Msg("rtc close")
+	}
+	rs.readers.Wait()
+}
+
+// onTrack reads the client's microphone (pion runs it in a goroutine of
+// its own per track).
+func (rs *rtcSession) onTrack(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+	if track.Kind() != webrtc.RTPCodecTypeAudio {
+		return
+	}
+	rs.mu.Lock()
+	if rs.closed {
+		rs.mu.Unlock()
+		return
+	}
+	rs.readers.Add(1)
+	rs.mu.Unlock()
+	defer rs.readers.Done()
+
+	dec, err := audio.NewOpusDecoder(rtcRate)
+	if err != nil {
+		rs.log.Error().Err(err).Msg("rtc opus decoder")
+		rs.cancel()
+		return
+	}
+	buf := make([]byte, rtpBufBytes)
+	pcm := make([]int16, maxOpusFrameSamples)
+	var pkt rtp.Packet
+	for {
+		n, _, err := track.Read(buf)
+		if err != nil {
+			return // the peer connection closed
+		}
+		if !rs.started.Load() {
+			continue // nothing listens yet
+		}
+		if err := pkt.Unmarshal(buf[:n]); err != nil || len(pkt.Payload) == 0 {
+			continue
+		}
+		samples, err := dec.Decode(pkt.Payload, pcm)
+		if err != nil {
+			rs.srv.metrics.frameRejected(pipeline.CodeBadAudio)
+			continue
+		}
+		frame := make([]int16, samples) // ownership passes to the session
+		copy(frame, pcm[:samples])
+		select {
+		case rs.in <- pipeline.Input{Audio: frame}:
+		default:
+			rs.srv.metrics.FrameDropped(reasonInputFull)
+		}
+	}
+}
+
+func (rs *rtcSession) onDataChannel(dc *webrtc.DataChannel) {
+	if dc.Label() != rtcEventsLabel {
+		rs.log.Debug().Str("label", dc.Label()).Msg("rtc: ignoring data channel")
+		return
+	}
+	rs.mu.Lock()
+	rs.events = dc
+	rs.mu.Unlock()
+	dc.OnOpen(func() { rs.dcOpenOnce.Do(func() { close(rs.dcOpen) }) })
+	dc.OnClose(rs.cancel)
+	dc.OnMessage(rs.onMessage)
+}
+
+// onMessage handles a client control message from the data channel.
+func (rs *rtcSession) onMessage(m webrtc.DataChannelMessage) {
+	var msg clientMessage
+	if err := json.Unmarshal(m.Data, &msg); err != nil {
+		rs.reject(pipeline.CodeBadMessage, "not a JSON object of the protocol: "+err.Error())
+		return
+	}
+	if msg.Type == ClientStart {
+		return // the offer negotiated the format; a start is harmless
+	}
+	ev := controlEvent(msg)
+	switch {
+	case msg.Type == "":
+		rs.reject(pipeline.CodeBadMessage, `message without "type"`)
+		return
+	case ev == nil:
+		rs.reject(pipeline.CodeUnknownType, fmt.Sprintf("unknown message type %q", msg.Type))
+		return
+	case !rs.started.Load():
+		rs.reject(pipeline.CodeNotStarted, msg.Type+" before ready")
+		return
+	}
+	select { // control messages are never dropped
+	case rs.in <- pipeline.Input{Event: ev}:
+	case <-rs.ctx.Done():
+	}
+}
+
+func (rs *rtcSession) reject(code, msg string) {
+	rs.srv.metrics.frameRejected(code)
+	rs.log.Debug().Str("code", code).Str("reason", msg).Msg("client message rejected")
+	rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: code, Message: msg})
+}
+
+// sendEvent writes one event on the data channel (pion serialises sends).
+func (rs *rtcSession) sendEvent(ev pipeline.Event) bool {
+	rs.mu.Lock()
+	dc := rs.events
+	rs.mu.Unlock()
+	if dc == nil {
+		return false
+	}
+	data, err := json.Marshal(ev)
+	if err == nil {
+		err = dc.SendText(string(data))
+	}
+	if err != nil {
+		rs.log.Debug().Err(err).Str("event", ev.Type).Msg("rtc event send failed")
+		return false
+	}
+	return true
+}
+
+// rtcWriter is the session's only reader of out: events to the data
+// channel, answer audio to the Opus track. Between answers it keeps the
+// RTP stream continuous with silence, so the receiver's jitter buffer and
+// RTP timestamps track wall time.
+type rtcWriter struct {
+	rs        *rtcSession
+	enc       *audio.OpusEncoder
+	packet    []byte
+	silence   []byte    // one 20 ms Opus packet of digital silence
+	sentUntil time.Time // the wall time the audio written so far covers: RTP time + an offset
+}
+
+func newRTCWriter(rs *rtcSession) (*rtcWriter, error) {
+	enc, err := audio.NewOpusEncoder(rtcRate, rs.srv.cfg.OpusBitrate)
+	if err != nil {
+		return nil, err
+	}
+	silenceEnc, err := audio.NewOpusEncoder(rtcRate, rs.srv.cfg.OpusBitrate)
+	if err != nil {
+		return nil, err
+	}
+	packet := make([]byte, audio.MaxOpusPacket)
+	n, err := silenceEnc.Encode(make([]int16, rtcRate/1000*FrameMs), packet)
+	if err != nil {
+		return nil, err
+	}
+	return &rtcWriter{rs: rs, enc: enc, packet: make([]byte, audio.MaxOpusPacket),
+		silence: append([]byte(nil), packet[:n]...)}, nil
+}
+
+// loop runs until the session closes out; it reads out to the end even
+// when writes fail, so the session never blocks on it.
+func (w *rtcWriter) loop() {
+	rs := w.rs
+	tick := time.NewTicker(FrameMs * time.Millisecond)
+	defer tick.Stop()
+	failed := false
+	for {
+		select {
+		case o, ok := <-rs.out:
+			if !ok {
+				return
+			}
+			if failed {
+				continue
+			}
+			if !w.output(o) {
+				failed = true
+				rs.cancel()
+			}
+		case now := <-tick.C:
+			// Top the stream up to now: RTP timestamps advance 20 ms a
+			// packet, so skipping a late tick would make the receiver
+			// see growing delay (and grow its jitter buffer).
+			for !failed && w.sentUntil.Before(now.Add(FrameMs/2*time.Millisecond)) {
+				if !w.write(w.silence, now) {
+					failed = true
+					rs.cancel()
+				}
+			}
+		}
+	}
+}
+
+func (w *rtcWriter) output(o pipeline.Output) bool {
+	if o.Event != nil {
+		ev := *o.Event
+		if ev.Type == pipeline.EventAudio {
+			fillAudioFormat(&ev, EncodingOpus, rtcRate)
+		}
+		return w.rs.sendEvent(ev)
+	}
+	n, err := w.enc.Encode(o.Audio, w.packet)
+	if err != nil {
+		w.rs.srv.metrics.FrameDropped("opus_encode")
+		w.rs.log.Debug().Err(err).Int("samples", len(o.Audio)).Msg("opus encode")
+		return true
+	}
+	return w.write(w.packet[:n], time.Now())
+}
+
+// write sends one 20 ms packet and advances the stream's wall clock.
+func (w *rtcWriter) write(packet []byte, now time.Time) bool {
+	if err := w.rs.track.WriteSample(media.Sample{Data: packet, Duration: FrameMs * time.Millisecond}); err != nil {
+		if !errors.Is(err, io.ErrClosedPipe) {
+			w.rs.log.Debug().Err(err).Msg("rtc audio write failed")
+		}
+		return false
+	}
+	if w.sentUntil.Before(now.Add(-rtcMaxStall)) {
+		w.sentUntil = now // the first packet, or the process stalled: start over
+	}
+	w.sentUntil = w.sentUntil.Add(FrameMs * time.Millisecond)
+	return true
+}

@@ -1,0 +1,578 @@
+// voxpipe browser client: WebRTC (POST /rtc/offer) with a WebSocket (/ws)
+// fallback, both speaking the events of docs/protocol.md. No build step.
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+
+// The trace marks the waterfall shows, in causal order.
+const WATERFALL = ["speech_end", "asr_final", "llm_first_token", "tts_first_audio", "first_audio_out", "playback_start"];
+const HISTORY_TURNS = 30;
+const FRAME_MS = 20;
+
+// State exposed for debugging and the browser test.
+const state = window.voxpipe = {
+  status: "idle", transport: "", transcripts: {}, answers: {}, traces: [],
+  audioPlayedMs: 0, errors: [],
+  answerAt: {},      // turn → performance.now() of its first answer event
+  heardAfterMs: {},  // turn → ms from that event to audible playback
+  jitterBufferMs: null,
+};
+
+let session = null;           // the live transport (RtcTransport or WsTransport)
+let wantConnected = false;    // the user asked to be connected: reconnect on loss
+let retryDelay = 1000;
+let retryTimer = 0;
+let forceWS = params.get("transport") === "ws";
+let talking = false;
+let alwaysOn = params.get("always") === "1" || localStorage.getItem("voxpipe.alwaysOn") === "1";
+
+// ---------- UI helpers ----------
+
+function setStatus(s, text) {
+  state.status = s;
+  const el = $("status");
+  el.dataset.state = s;
+  el.textContent = text || s;
+}
+
+function notice(text, kind = "error") {
+  const el = $("notice");
+  if (!text) { el.hidden = true; return; }
+  el.className = "notice" + (kind === "info" ? " info" : "");
+  el.textContent = text;
+  el.hidden = false;
+}
+
+const bubbles = {}; // `${turn}:${who}` → element
+function bubble(turn, who) {
+  const key = `${turn}:${who}`;
+  let el = bubbles[key];
+  if (!el) {
+    el = document.createElement("div");
+    el.className = `msg ${who}`;
+    el.dataset.turn = turn;
+    bubbles[key] = el;
+    // Keep a turn's user line before its answer even if the answer starts first.
+    const answer = bubbles[`${turn}:bot`];
+    if (who === "user" && answer) $("chat").insertBefore(el, answer);
+    else $("chat").appendChild(el);
+  }
+  const chat = $("chat");
+  chat.scrollTop = chat.scrollHeight;
+  return el;
+}
+
+function updateTalkButton() {
+  const b = $("talk");
+  b.disabled = !session || !session.ready;
+  b.classList.toggle("active", talking || alwaysOn);
+  b.textContent = alwaysOn ? "Listening (always on)" : talking ? "Listening…" : "Hold to talk";
+  $("connect").textContent = wantConnected ? "Disconnect" : "Connect";
+  if (session) session.setMicEnabled(alwaysOn || talking);
+}
+
+// ---------- events (shared by both transports) ----------
+
+let playingTurn = 0;        // turn whose answer audio is playing
+let playStartedAt = 0;      // performance.now() when it began playing
+
+function onEvent(ev) {
+  switch (ev.type) {
+    case "ready":
+      setStatus("live", "live");
+      notice("");
+      retryDelay = 1000;
+      session.ready = true;
+      state.transport = session.name;
+      $("transport").textContent = session.name;
+      updateTalkButton();
+      break;
+    case "transcript": {
+      const el = bubble(ev.turn, "user");
+      el.textContent = ev.text || "…";
+      el.classList.toggle("partial", !ev.final);
+      state.transcripts[ev.turn] = { text: ev.text || "", final: !!ev.final };
+      break;
+    }
+    case "answer": {
+      const el = bubble(ev.turn, "bot");
+      if (ev.text) el.textContent += ev.text;
+      // The answer's audio follows its text: from now on sound is this turn's.
+      if (!(ev.turn in state.answers)) {
+        state.answerAt[ev.turn] = performance.now();
+        session.expectAudio(ev.turn);
+      }
+      state.answers[ev.turn] = (state.answers[ev.turn] || "") + (ev.text || "");
+      break;
+    }
+    case "audio": // once per session: the format, which each transport knows already
+      break;
+    case "interrupted": {
+      bubble(ev.turn, "bot").classList.add("cut");
+      const played = playingTurn === ev.turn ? Math.round(performance.now() - playStartedAt) : 0;
+      session.stopPlayback();
+      session.send({ type: "interrupt", turn: ev.turn, played_ms: played });
+      break;
+    }
+    case "trace":
+      state.traces.push(ev);
+      session.sampleStats?.().then(renderChart);
+      if (ev.interrupted) bubble(ev.turn, "bot").classList.add("cut");
+      renderTrace(ev);
+      break;
+    case "error":
+      state.errors.push(ev);
+      if (ev.code === "busy") notice("The server is busy (LLM queue full); that turn was skipped. Try again.");
+      else notice(`Server error (${ev.code}): ${ev.message}`);
+      break;
+  }
+}
+
+// The answer's first audible sound reaches the speaker: report it.
+function playbackStarted(turn) {
+  if (!turn || turn === playingTurn) return;
+  playingTurn = turn;
+  playStartedAt = performance.now();
+  if (state.answerAt[turn]) state.heardAfterMs[turn] = Math.round(playStartedAt - state.answerAt[turn]);
+  session?.send({ type: "playback_start", turn });
+}
+
+// ---------- WebRTC ----------
+
+class RtcTransport {
+  constructor() { this.name = "webrtc"; this.ready = false; this.closed = false; }
+
+  async open(stream) {
+    const pc = this.pc = new RTCPeerConnection({ iceServers: await iceServers() });
+    this.mic = stream.getAudioTracks()[0];
+    pc.addTrack(this.mic, stream);
+    const dc = this.dc = pc.createDataChannel("events");
+    const opened = new Promise((res) => { dc.onopen = res; }); // may open before setRemoteDescription resolves
+    dc.onmessage = (m) => onEvent(JSON.parse(m.data));
+    dc.onclose = () => this.lost("data channel closed");
+    pc.ontrack = (e) => this.play(e.streams[0] || new MediaStream([e.track]));
+    pc.onconnectionstatechange = () => {
+      if (pc.connectionState === "failed") this.lost("connection failed");
+      if (pc.connectionState === "disconnected") setStatus("reconnecting", "network unstable…");
+      if (pc.connectionState === "connected" && this.ready) setStatus("live", "live");
+    };
+    await pc.setLocalDescription(await pc.createOffer());
+    await iceGathered(pc, 3000);
+    const resp = await fetch("/rtc/offer", {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(pc.localDescription),
+    });
+    if (resp.status === 503) throw new BusyError(await errorText(resp));
+    if (!resp.ok) throw new Error(`offer refused: HTTP ${resp.status} ${await errorText(resp)}`);
+    await pc.setRemoteDescription(await resp.json());
+    // No open data channel within 10 s: ICE could not connect.
+    await Promise.race([
+      opened,
+      new Promise((_, rej) => setTimeout(() => rej(new Error("WebRTC did not connect within 10 s")), 10000)),
+    ]);
+  }
+
+  play(stream) {
+    const player = $("player");
+    player.srcObject = stream;
+    player.play().catch(() => notice("Tap anywhere to enable sound.", "info"));
+    // The stream never stops (silence between answers): watch its level
+    // to know when the answer becomes audible.
+    const ctx = audioContext();
+    const src = ctx.createMediaStreamSource(stream);
+    const an = this.analyser = ctx.createAnalyser();
+    an.fftSize = 512;
+    src.connect(an);
+    this.levels = new Float32Array(an.fftSize);
+  }
+
+  expectAudio(turn) {
+    this.awaitTurn = turn;
+    clearInterval(this.levelTimer);
+    this.levelTimer = setInterval(() => {
+      if (!this.analyser) return;
+      this.analyser.getFloatTimeDomainData(this.levels);
+      let peak = 0;
+      for (const v of this.levels) peak = Math.max(peak, Math.abs(v));
+      if (peak > 0.01) {
+        clearInterval(this.levelTimer);
+        state.audioPlayedMs += 1;
+        playbackStarted(this.awaitTurn);
+      }
+    }, 10);
+  }
+
+  // The receiver's mean jitter buffer delay, for the overlay.
+  async sampleStats() {
+    try {
+      const stats = await this.pc.getStats();
+      stats.forEach((r) => {
+        if (r.type === "inbound-rtp" && r.kind === "audio" && r.jitterBufferEmittedCount) {
+          state.jitterBufferMs = Math.round((r.jitterBufferDelay / r.jitterBufferEmittedCount) * 1000);
+          state.rtcInbound = { jitterMs: Math.round((r.jitter || 0) * 1000),
+            targetMs: Math.round(((r.jitterBufferTargetDelay || 0) / r.jitterBufferEmittedCount) * 1000),
+            concealed: r.concealedSamples, inserted: r.insertedSamplesForDeceleration, removed: r.removedSamplesForAcceleration,
+            received: r.packetsReceived, lost: r.packetsLost };
+        }
+      });
+    } catch { /* closed meanwhile */ }
+  }
+
+  stopPlayback() { clearInterval(this.levelTimer); } // the server stops sending; the jitter buffer is short
+
+  setMicEnabled(on) { if (this.mic) this.mic.enabled = on; }
+
+  send(obj) { if (this.dc?.readyState === "open") this.dc.send(JSON.stringify(obj)); }
+
+  lost(why) { if (!this.closed) { this.close(); connectionLost(why); } }
+
+  close() {
+    this.closed = true;
+    clearInterval(this.levelTimer);
+    try { this.send({ type: "stop" }); } catch { /* closing anyway */ }
+    this.pc?.close();
+    $("player").srcObject = null;
+  }
+}
+
+// The server's STUN/TURN servers (none: host candidates only).
+async function iceServers() {
+  try {
+    const resp = await fetch("/rtc/config");
+    if (resp.ok) return (await resp.json()).ice_servers || [];
+  } catch { /* an older server: go without */ }
+  return [];
+}
+
+function iceGathered(pc, timeoutMs) {
+  if (pc.iceGatheringState === "complete") return Promise.resolve();
+  return new Promise((res) => {
+    const t = setTimeout(res, timeoutMs); // go with what we have
+    pc.addEventListener("icegatheringstatechange", () => {
+      if (pc.iceGatheringState === "complete") { clearTimeout(t); res(); }
+    });
+  });
+}
+
+// ---------- WebSocket fallback (pcm16 at the AudioContext's rate) ----------
+
+const CAPTURE_WORKLET = `
+registerProcessor("capture", class extends AudioWorkletProcessor {
+  process(inputs) { const ch = inputs[0][0]; if (ch) this.port.postMessage(ch.slice(0)); return true; }
+});`;
+
+class WsTransport {
+  constructor() { this.name = "websocket"; this.ready = false; this.closed = false; this.micOn = false; this.sources = []; }
+
+  async open(stream) {
+    const ctx = this.ctx = audioContext();
+    this.rate = [8000, 16000, 22050, 24000, 32000, 44100, 48000].includes(ctx.sampleRate) ? ctx.sampleRate : 48000;
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+    const ws = this.ws = new WebSocket(url);
+    ws.binaryType = "arraybuffer";
+    await new Promise((res, rej) => {
+      ws.onopen = res;
+      ws.onerror = () => rej(new BusyError("WebSocket refused (the server may be full)"));
+    });
+    ws.onmessage = (m) => {
+      if (typeof m.data === "string") onEvent(JSON.parse(m.data));
+      else this.play(new Int16Array(m.data));
+    };
+    ws.onclose = () => { if (!this.closed) { this.closed = true; this.teardown(); connectionLost("WebSocket closed"); } };
+    this.send({ type: "start", sample_rate: this.rate, output_sample_rate: this.rate, encoding: "pcm16",
+      client: { name: "voxpipe-web", version: "1" } });
+
+    const url2 = URL.createObjectURL(new Blob([CAPTURE_WORKLET], { type: "text/javascript" }));
+    await ctx.audioWorklet.addModule(url2);
+    this.src = ctx.createMediaStreamSource(stream);
+    this.node = new AudioWorkletNode(ctx, "capture");
+    const frame = new Int16Array(Math.round(ctx.sampleRate / 50));
+    let fill = 0;
+    this.node.port.onmessage = (e) => {
+      for (const v of e.data) {
+        frame[fill++] = this.micOn ? Math.max(-32768, Math.min(32767, v * 32768)) : 0;
+        if (fill === frame.length) {
+          fill = 0;
+          if (this.ready && ws.readyState === WebSocket.OPEN) ws.send(frame.buffer.slice(0));
+        }
+      }
+    };
+    this.src.connect(this.node);
+    this.nextAt = 0;
+  }
+
+  expectAudio(turn) { this.audioTurn = turn; }
+
+  play(pcm) {
+    const ctx = this.ctx;
+    const buf = ctx.createBuffer(1, pcm.length, this.rate);
+    const ch = buf.getChannelData(0);
+    for (let i = 0; i < pcm.length; i++) ch[i] = pcm[i] / 32768;
+    const node = ctx.createBufferSource();
+    node.buffer = buf;
+    node.connect(ctx.destination);
+    const now = ctx.currentTime;
+    if (this.nextAt < now + 0.04) this.nextAt = now + 0.06; // small jitter buffer
+    node.start(this.nextAt);
+    const turn = this.audioTurn;
+    if (turn && turn !== playingTurn && turn !== this.scheduledTurn) {
+      this.scheduledTurn = turn;
+      setTimeout(() => playbackStarted(turn), (this.nextAt - now) * 1000);
+    }
+    this.nextAt += buf.duration;
+    state.audioPlayedMs += FRAME_MS;
+    this.sources.push(node);
+    node.onended = () => { this.sources = this.sources.filter((s) => s !== node); };
+  }
+
+  stopPlayback() {
+    for (const s of this.sources) { try { s.stop(); } catch { /* already ended */ } }
+    this.sources = [];
+    this.nextAt = 0;
+  }
+
+  setMicEnabled(on) { this.micOn = on; }
+
+  send(obj) { if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(obj)); }
+
+  teardown() {
+    this.stopPlayback();
+    this.src?.disconnect();
+    this.node?.disconnect();
+  }
+
+  close() {
+    this.closed = true;
+    this.send({ type: "stop" });
+    this.teardown();
+    this.ws?.close();
+  }
+}
+
+class BusyError extends Error {}
+
+async function errorText(resp) {
+  try { const ev = await resp.json(); return ev.message || ""; } catch { return ""; }
+}
+
+let sharedCtx = null;
+function audioContext() {
+  if (!sharedCtx) sharedCtx = new AudioContext({ latencyHint: "interactive" });
+  if (sharedCtx.state === "suspended") sharedCtx.resume();
+  return sharedCtx;
+}
+
+// ---------- connecting, fallback, reconnect ----------
+
+let micStream = null;
+
+async function getMic() {
+  if (micStream && micStream.getAudioTracks().some((t) => t.readyState === "live")) return micStream;
+  if (!navigator.mediaDevices?.getUserMedia) {
+    throw new MicError("This page needs microphone access, which the browser only allows over HTTPS or on localhost.");
+  }
+  try {
+    micStream = await navigator.mediaDevices.getUserMedia({
+      audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 },
+    });
+    return micStream;
+  } catch (err) {
+    if (err.name === "NotAllowedError" || err.name === "SecurityError") {
+      throw new MicError("Microphone access was denied. Allow the microphone for this site (the icon in the address bar) and press Connect.");
+    }
+    if (err.name === "NotFoundError") throw new MicError("No microphone found. Plug one in and press Connect.");
+    throw new MicError(`Could not open the microphone: ${err.message}`);
+  }
+}
+class MicError extends Error {}
+
+async function connect() {
+  clearTimeout(retryTimer);
+  wantConnected = true;
+  updateTalkButton();
+  setStatus("connecting", "connecting…");
+  let stream;
+  try {
+    stream = await getMic();
+  } catch (err) {
+    wantConnected = false;
+    setStatus("error", "no microphone");
+    notice(err.message);
+    updateTalkButton();
+    return;
+  }
+  audioContext(); // created inside the click, so sound may play
+  const useRTC = !forceWS && "RTCPeerConnection" in window;
+  let t = useRTC ? new RtcTransport() : new WsTransport();
+  session = t;
+  try {
+    await t.open(stream);
+  } catch (err) {
+    t.closed = true;
+    t.close();
+    if (err instanceof BusyError) return busy(err.message);
+    if (t instanceof RtcTransport) {
+      // WebRTC blocked (UDP filtered, old browser): the WebSocket carries the same session.
+      console.warn("webrtc failed, falling back to websocket:", err);
+      notice(`WebRTC unavailable (${err.message}); using the WebSocket instead.`, "info");
+      forceWS = true;
+      t = new WsTransport();
+      session = t;
+      try { await t.open(stream); } catch (err2) {
+        t.closed = true; t.close();
+        if (err2 instanceof BusyError) return busy(err2.message);
+        return connectionLost(err2.message);
+      }
+    } else {
+      return connectionLost(err.message);
+    }
+  }
+  state.transport = t.name;
+  $("transport").textContent = t.name;
+  updateTalkButton();
+}
+
+function busy(msg) {
+  session = null;
+  setStatus("error", "server busy");
+  notice(`The server is busy${msg ? ` (${msg})` : ""}. Retrying in ${Math.round(retryDelay / 1000)} s…`);
+  scheduleRetry();
+}
+
+function connectionLost(why) {
+  session = null;
+  updateTalkButton();
+  if (!wantConnected) return;
+  setStatus("reconnecting", "reconnecting…");
+  notice(`Connection lost (${why}). Reconnecting in ${Math.round(retryDelay / 1000)} s…`, "info");
+  scheduleRetry();
+}
+
+function scheduleRetry() {
+  clearTimeout(retryTimer);
+  retryTimer = setTimeout(() => { if (wantConnected) connect(); }, retryDelay);
+  retryDelay = Math.min(retryDelay * 2, 15000);
+}
+
+function disconnect() {
+  wantConnected = false;
+  clearTimeout(retryTimer);
+  session?.close();
+  session = null;
+  setStatus("idle", "idle");
+  updateTalkButton();
+}
+
+// ---------- latency overlay ----------
+
+function renderTrace(ev) {
+  const m = ev.marks || {};
+  const v2v = $("v2v");
+  v2v.textContent = ev.voice_to_voice_ms != null ? Math.round(ev.voice_to_voice_ms) : "–";
+  v2v.classList.toggle("barge", !!ev.interrupted);
+  $("v2vTurn").textContent = `· turn ${ev.turn}${ev.interrupted ? " · barge-in" : ""}`;
+  const wf = $("waterfall");
+  wf.replaceChildren();
+  const span = Math.max(1, ...WATERFALL.map((k) => m[k] ?? 0));
+  let prev = 0;
+  for (const k of WATERFALL) {
+    const label = document.createElement("span");
+    label.textContent = k;
+    const lane = document.createElement("div");
+    lane.className = "lane";
+    const ms = document.createElement("span");
+    ms.className = "ms";
+    if (m[k] != null) {
+      const bar = document.createElement("div");
+      bar.className = "bar" + (k === "playback_start" ? " client" : "");
+      const from = Math.min(prev, m[k]);
+      bar.style.left = `${(Math.max(0, from) / span) * 100}%`;
+      bar.style.width = `${(Math.max(0, m[k] - Math.max(0, from)) / span) * 100}%`;
+      bar.title = `+${Math.round(m[k] - prev)} ms`;
+      lane.appendChild(bar);
+      ms.textContent = `${Math.round(m[k])}`;
+      prev = m[k];
+    } else {
+      ms.textContent = "–";
+    }
+    wf.append(label, lane, ms);
+  }
+  renderChart();
+}
+
+function percentile(sorted, p) {
+  if (!sorted.length) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+function renderChart() {
+  const turns = state.traces.filter((t) => t.voice_to_voice_ms != null).slice(-HISTORY_TURNS);
+  const canvas = $("chart");
+  const dpr = window.devicePixelRatio || 1;
+  const w = canvas.clientWidth || 300, h = 120;
+  canvas.width = w * dpr; canvas.height = h * dpr;
+  const g = canvas.getContext("2d");
+  g.scale(dpr, dpr);
+  g.clearRect(0, 0, w, h);
+  if (!turns.length) return;
+  const vals = turns.map((t) => t.voice_to_voice_ms);
+  const sorted = [...vals].sort((a, b) => a - b);
+  const p50 = percentile(sorted, 50), p95 = percentile(sorted, 95);
+  const top = Math.max(p95, ...vals) * 1.15;
+  const bw = w / HISTORY_TURNS;
+  turns.forEach((t, i) => {
+    const bh = (t.voice_to_voice_ms / top) * (h - 14);
+    g.fillStyle = t.interrupted ? "#f5a524" : "#4f8cff";
+    g.fillRect(i * bw + 1, h - bh, Math.max(1, bw - 2), bh);
+    if (t.interrupted) { g.fillStyle = "#f5a524"; g.fillRect(i * bw + 1, h - bh - 5, Math.max(1, bw - 2), 2); }
+  });
+  for (const [v, color, name] of [[p50, "#3ecf8e", "p50"], [p95, "#ff5d5d", "p95"]]) {
+    const y = h - (v / top) * (h - 14);
+    g.strokeStyle = color; g.setLineDash([4, 3]);
+    g.beginPath(); g.moveTo(0, y); g.lineTo(w, y); g.stroke();
+    g.fillStyle = color; g.font = "10px system-ui";
+    g.fillText(`${name} ${Math.round(v)}`, name === "p50" ? 4 : w - 58, y - 2);
+  }
+  const barge = turns.filter((t) => t.interrupted).length;
+  const last = turns[turns.length - 1];
+  const heard = last.marks?.playback_start;
+  $("stats").textContent = `last ${turns.length} turns · p50 ${Math.round(p50)} ms · p95 ${Math.round(p95)} ms` +
+    (barge ? ` · ${barge} barge-in` : "") +
+    (heard != null ? ` · heard ${Math.round(heard)} ms after speech end` : "") +
+    (state.jitterBufferMs != null ? ` · jitter buffer ${state.jitterBufferMs} ms` : "");
+}
+
+function setOverlay(on) {
+  document.body.classList.toggle("no-overlay", !on);
+  $("overlayToggle").setAttribute("aria-pressed", String(on));
+  localStorage.setItem("voxpipe.overlay", on ? "1" : "0");
+  if (on) renderChart();
+}
+
+// ---------- wiring ----------
+
+$("connect").addEventListener("click", () => (wantConnected ? disconnect() : connect()));
+const talkBtn = $("talk");
+const press = (e) => { e.preventDefault(); talking = true; updateTalkButton(); };
+const release = () => { if (talking) { talking = false; updateTalkButton(); } };
+talkBtn.addEventListener("pointerdown", press);
+for (const ev of ["pointerup", "pointercancel", "pointerleave"]) talkBtn.addEventListener(ev, release);
+window.addEventListener("keydown", (e) => {
+  if (e.target instanceof HTMLInputElement) return;
+  if (e.code === "Space" && !e.repeat) press(e);
+  if (e.key === "t" || e.key === "T") setOverlay(document.body.classList.contains("no-overlay"));
+});
+window.addEventListener("keyup", (e) => { if (e.code === "Space") release(); });
+$("alwaysOn").checked = alwaysOn;
+$("alwaysOn").addEventListener("change", (e) => {
+  alwaysOn = e.target.checked;
+  localStorage.setItem("voxpipe.alwaysOn", alwaysOn ? "1" : "0");
+  updateTalkButton();
+});
+$("overlayToggle").addEventListener("click", () => setOverlay(document.body.classList.contains("no-overlay")));
+document.addEventListener("click", () => { $("player").play?.().catch(() => {}); sharedCtx?.resume(); });
+window.addEventListener("resize", renderChart);
+window.addEventListener("pagehide", () => session?.close());
+setOverlay(localStorage.getItem("voxpipe.overlay") !== "0" && params.get("overlay") !== "0");
+updateTalkButton();
+if (params.get("autoconnect") === "1") connect();
