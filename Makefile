@@ -12,11 +12,14 @@ BENCHTIME ?= 200ms
 # models/test data the tests use.
 DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-dev \
 	pocketsphinx-en-us pocketsphinx-testdata flite1-dev libespeak-ng-dev espeak-ng \
-	sox pkg-config gcc
+	sox pkg-config gcc chromium nodejs
+# The browser test drives Debian's Chromium with playwright-core (which never
+# downloads a browser of its own).
+BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps build run test test-nocgo bench fuzz clean train-deps train-demo
+.PHONY: help deps browser-deps build run test test-nocgo bench fuzz clean train-deps train-demo
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -39,7 +42,14 @@ build: ## build bin/voxpipe and bin/voxclient
 run: deps build ## serve on 127.0.0.1:8080 with configs/default.yaml (offline engines)
 	$(BIN)/voxpipe serve --config configs/default.yaml
 
-test: deps ## go vet, then every test with the race detector
+browser-deps: ## npm packages of the browser test (playwright-core; Chromium comes from Debian)
+	@command -v npm >/dev/null || $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends npm
+	@if [ ! -d $(BROWSER_TEST_DIR)/node_modules/playwright-core ]; then \
+		cd $(BROWSER_TEST_DIR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund \
+		|| echo "warning: npm ci failed; the browser tests will skip"; \
+	fi
+
+test: deps browser-deps ## go vet, then every test with the race detector
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 

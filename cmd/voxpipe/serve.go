@@ -118,6 +118,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		MaxSessions:   cfg.Server.MaxSessions,
 		MaxFrameBytes: cfg.Server.MaxFrameBytes,
 		IdleTimeout:   cfg.Server.IdleTimeout,
+		RTC:           rtcConfig(cfg.Server.RTC),
 		Pipeline:      pipelineConfig(cfg),
 		API:           openaiapi.New(be.LLM, id, log.With().Str("component", "openaiapi").Logger()),
 	}, be, log.With().Str("component", "web").Logger())
@@ -165,4 +166,19 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// rtcConfig maps the server.rtc section onto the WebRTC transport's config.
+func rtcConfig(c config.RTC) web.RTCConfig {
+	rc := web.RTCConfig{
+		UDPPortMin:      c.UDPPortMin,
+		UDPPortMax:      c.UDPPortMax,
+		IncludeLoopback: c.IncludeLoopback,
+		ConnectTimeout:  c.ConnectTimeout,
+		FailedTimeout:   c.FailedTimeout,
+	}
+	for _, s := range c.ICEServers {
+		rc.ICEServers = append(rc.ICEServers, web.ICEServer{URLs: s.URLs, Username: s.Username, Credential: s.Credential})
+	}
+	return rc
 }

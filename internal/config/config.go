@@ -37,6 +37,28 @@ type Server struct {
 	// IdleTimeout closes a WebSocket that sent nothing (not even a pong)
 	// for this long, and idle keep-alive HTTP connections.
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// RTC configures the WebRTC transport (POST /rtc/offer).
+	RTC RTC `yaml:"rtc"`
+}
+
+// RTC is the WebRTC transport's network setup.
+type RTC struct {
+	// ICEServers are STUN/TURN servers; none = host candidates only.
+	ICEServers []ICEServer `yaml:"ice_servers"`
+	// UDPPortMin..UDPPortMax bounds ICE's UDP ports (firewalls); 0..0 = any.
+	UDPPortMin uint16 `yaml:"udp_port_min"`
+	UDPPortMax uint16 `yaml:"udp_port_max"`
+	// IncludeLoopback offers 127.0.0.1 candidates (a browser on this machine).
+	IncludeLoopback bool          `yaml:"include_loopback"`
+	ConnectTimeout  time.Duration `yaml:"connect_timeout"` // answer → open data channel
+	FailedTimeout   time.Duration `yaml:"failed_timeout"`  // silence from the peer before giving up
+}
+
+// ICEServer is one STUN or TURN server.
+type ICEServer struct {
+	URLs       []string `yaml:"urls"`
+	Username   string   `yaml:"username"`
+	Credential string   `yaml:"credential"`
 }
 
 // Log selects the level and format of the process log.
@@ -137,6 +159,7 @@ func Default() Config {
 			MaxFrameBytes: 64 << 10,
 			ReadTimeout:   10 * time.Second,
 			IdleTimeout:   30 * time.Second,
+			RTC:           RTC{ICEServers: []ICEServer{}, ConnectTimeout: 20 * time.Second, FailedTimeout: 15 * time.Second},
 		},
 		Log: Log{Level: "info", Format: "auto"},
 		Pipeline: Pipeline{

@@ -61,6 +61,18 @@ func (c *Config) Validate() error {
 	}
 	v.intRange("asr.sphinx.pool_size", sp.PoolSize, 0, 256)
 
+	rtc := c.Server.RTC
+	if (rtc.UDPPortMin == 0) != (rtc.UDPPortMax == 0) || rtc.UDPPortMin > rtc.UDPPortMax {
+		v.fail("server.rtc", "udp_port_min..udp_port_max must both be 0 or a range (got %d..%d)", rtc.UDPPortMin, rtc.UDPPortMax)
+	}
+	for i, s := range rtc.ICEServers {
+		if len(s.URLs) == 0 {
+			v.fail(fmt.Sprintf("server.rtc.ice_servers[%d].urls", i), "must not be empty")
+		}
+	}
+	v.durRange("server.rtc.connect_timeout", rtc.ConnectTimeout, 0, 10*time.Minute)
+	v.durRange("server.rtc.failed_timeout", rtc.FailedTimeout, 0, 10*time.Minute)
+
 	v.nonEmpty("llm.backend", c.LLM.Backend)
 	e := c.LLM.Engine
 	if c.LLM.Backend == "engine" {
