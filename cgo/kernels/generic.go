@@ -153,6 +153,21 @@ func genericDotF16(w []byte, x []float32) float32 {
 	return s0 + s1
 }
 
+func genericMatVecF32Ld(out, w []float32, ldw, cols, r0, r1 int, x []float32) {
+	for r := r0; r < r1; r++ {
+		out[r-r0] = genericDotF32(w[r*ldw:r*ldw+cols], x)
+	}
+}
+
+func genericMatMulF32Ld(out []float32, ldo int, w []float32, ldw, cols, r0, r1 int, x []float32, ldx, n int) {
+	for r := r0; r < r1; r++ {
+		wr := w[r*ldw : r*ldw+cols]
+		for j := 0; j < n; j++ {
+			out[j*ldo+r] = genericDotF32(wr, x[j*ldx:j*ldx+cols])
+		}
+	}
+}
+
 func genericMatVecF16(out []float32, w []byte, cols, r0, r1 int, x []float32) {
 	x = x[:cols]
 	for r := r0; r < r1; r++ {

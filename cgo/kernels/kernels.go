@@ -184,6 +184,40 @@ func MatVecF32(out, w []float32, cols, r0, r1 int, x []float32) {
 	genericMatVecF32(out, w, cols, r0, r1, x)
 }
 
+// MatVecF32Ld is MatVecF32 over the first cols columns of rows ldw floats apart (ldw ≥ cols):
+// out[r-r0] = dot(w[r·ldw:r·ldw+cols], x). Results equal MatVecF32 on a matrix holding just
+// those columns.
+func MatVecF32Ld(out, w []float32, ldw, cols, r0, r1 int, x []float32) {
+	if ldw < cols {
+		panic(fmt.Sprintf("kernels: row stride %d < cols %d", ldw, cols))
+	}
+	if !checkRows(len(out), r1-r0, len(w)+ldw-cols, ldw, r0, r1, len(x), cols) {
+		return
+	}
+	if currentLevel() != levelGeneric {
+		simdMatVecF32Ld(out, w, ldw, cols, r0, r1, x)
+		return
+	}
+	genericMatVecF32Ld(out, w, ldw, cols, r0, r1, x)
+}
+
+// MatMulF32Ld is MatMulF32 over the first cols columns of weight rows ldw floats apart and of
+// activation rows ldx floats apart (ldw, ldx ≥ cols): out[j·ldo + r] = dot(w[r·ldw:][:cols],
+// x[j·ldx:][:cols]). Results equal MatVecF32 on each pair, as MatMulF32's do.
+func MatMulF32Ld(out []float32, ldo int, w []float32, ldw, cols, r0, r1 int, x []float32, ldx, n int) {
+	if ldw < cols || ldx < cols {
+		panic(fmt.Sprintf("kernels: row strides %d, %d < cols %d", ldw, ldx, cols))
+	}
+	if !checkMul(len(out), ldo, n, len(w)+ldw-cols, ldw, r0, r1, len(x)+ldx-cols, ldx) {
+		return
+	}
+	if currentLevel() != levelGeneric {
+		simdMatMulF32Ld(out, ldo, w, ldw, cols, r0, r1, x, ldx, n)
+		return
+	}
+	genericMatMulF32Ld(out, ldo, w, ldw, cols, r0, r1, x, ldx, n)
+}
+
 // MatVecF16 sets out[r-r0] = dot(W[r], x) for r in [r0, r1), W being rows of cols fp16 values.
 func MatVecF16(out []float32, w []byte, cols, r0, r1 int, x []float32) {
 	if !checkRows(len(out), r1-r0, len(w), 2*cols, r0, r1, len(x), cols) {

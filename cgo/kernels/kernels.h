@@ -12,6 +12,8 @@ void kn_quantize_q8_0_avx2(uint8_t *dst, const float *x, int64_t nb);
 float kn_dot_f32_avx2(const float *a, const float *b, int64_t n);
 void kn_matvec_f32_avx2(float *out, const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x);
 void kn_matmul_f32_avx2(float *out, int64_t ldo, const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x, int64_t n);
+void kn_matmul_f32_ld_avx2(float *out, int64_t ldo, const float *w, int64_t ldw, int64_t cols, int64_t r0, int64_t r1, const float *x, int64_t ldx, int64_t n);
+void kn_matvec_f32_ld_avx2(float *out, const float *w, int64_t ldw, int64_t cols, int64_t r0, int64_t r1, const float *x);
 void kn_matvec_f16_avx2(float *out, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x);
 void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x, int64_t n);
 

@@ -74,9 +74,9 @@ float kn_dot_f32_avx2(const float *a, const float *b, int64_t n) {
 	return s;
 }
 
-// F32 tile: TW weight rows × TX activation rows, 8 columns per step.
-static inline __attribute__((always_inline)) void f32_tile(int tw, int tx, const float *w, int64_t cols,
-		const float *x, float *out, int64_t ldo) {
+// F32 tile: TW weight rows (ldw floats apart) × TX activation rows (ldx apart), 8 columns per step.
+static inline __attribute__((always_inline)) void f32_tile(int tw, int tx, const float *w, int64_t ldw, int64_t cols,
+		const float *x, int64_t ldx, float *out, int64_t ldo) {
 	__m256 acc[2][4];
 	for (int i = 0; i < tw; i++)
 		for (int k = 0; k < tx; k++)
@@ -85,9 +85,9 @@ static inline __attribute__((always_inline)) void f32_tile(int tw, int tx, const
 	for (; c + 8 <= cols; c += 8) {
 		__m256 wv[2];
 		for (int i = 0; i < tw; i++)
-			wv[i] = _mm256_loadu_ps(w + i * cols + c);
+			wv[i] = _mm256_loadu_ps(w + i * ldw + c);
 		for (int k = 0; k < tx; k++) {
-			const __m256 xv = _mm256_loadu_ps(x + k * cols + c);
+			const __m256 xv = _mm256_loadu_ps(x + k * ldx + c);
 			for (int i = 0; i < tw; i++)
 				acc[i][k] = _mm256_fmadd_ps(wv[i], xv, acc[i][k]);
 		}
@@ -96,37 +96,49 @@ static inline __attribute__((always_inline)) void f32_tile(int tw, int tx, const
 		for (int k = 0; k < tx; k++) {
 			float s = hsum8(acc[i][k]);
 			for (int64_t t = c; t < cols; t++)
-				s += w[i * cols + t] * x[k * cols + t];
+				s += w[i * ldw + t] * x[k * ldx + t];
 			out[k * ldo + i] = s;
 		}
 }
 
 // MatVec uses the matmul tiles too, so both give bit-identical results for the same row.
-void kn_matvec_f32_avx2(float *out, const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x) {
+// The _ld forms read weight rows ldw floats apart, so a product can use the first cols columns
+// of a wider matrix (attention reads only the cached positions so far).
+void kn_matvec_f32_ld_avx2(float *out, const float *w, int64_t ldw, int64_t cols, int64_t r0, int64_t r1,
+		const float *x) {
 	int64_t r = r0;
 	for (; r + 2 <= r1; r += 2)
-		f32_tile(2, 1, w + r * cols, cols, x, out + (r - r0), 0);
+		f32_tile(2, 1, w + r * ldw, ldw, cols, x, 0, out + (r - r0), 0);
 	for (; r < r1; r++)
-		f32_tile(1, 1, w + r * cols, cols, x, out + (r - r0), 0);
+		f32_tile(1, 1, w + r * ldw, ldw, cols, x, 0, out + (r - r0), 0);
 }
 
-void kn_matmul_f32_avx2(float *out, int64_t ldo, const float *w, int64_t cols, int64_t r0, int64_t r1,
-		const float *x, int64_t n) {
+void kn_matvec_f32_avx2(float *out, const float *w, int64_t cols, int64_t r0, int64_t r1, const float *x) {
+	kn_matvec_f32_ld_avx2(out, w, cols, cols, r0, r1, x);
+}
+
+void kn_matmul_f32_ld_avx2(float *out, int64_t ldo, const float *w, int64_t ldw, int64_t cols, int64_t r0,
+		int64_t r1, const float *x, int64_t ldx, int64_t n) {
 	int64_t r = r0;
 	for (; r + 2 <= r1; r += 2) {
 		int64_t j = 0;
 		for (; j + 4 <= n; j += 4)
-			f32_tile(2, 4, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+			f32_tile(2, 4, w + r * ldw, ldw, cols, x + j * ldx, ldx, out + j * ldo + r, ldo);
 		for (; j < n; j++)
-			f32_tile(2, 1, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+			f32_tile(2, 1, w + r * ldw, ldw, cols, x + j * ldx, ldx, out + j * ldo + r, ldo);
 	}
 	for (; r < r1; r++) {
 		int64_t j = 0;
 		for (; j + 4 <= n; j += 4)
-			f32_tile(1, 4, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+			f32_tile(1, 4, w + r * ldw, ldw, cols, x + j * ldx, ldx, out + j * ldo + r, ldo);
 		for (; j < n; j++)
-			f32_tile(1, 1, w + r * cols, cols, x + j * cols, out + j * ldo + r, ldo);
+			f32_tile(1, 1, w + r * ldw, ldw, cols, x + j * ldx, ldx, out + j * ldo + r, ldo);
 	}
+}
+
+void kn_matmul_f32_avx2(float *out, int64_t ldo, const float *w, int64_t cols, int64_t r0, int64_t r1,
+		const float *x, int64_t n) {
+	kn_matmul_f32_ld_avx2(out, ldo, w, cols, cols, r0, r1, x, cols, n);
 }
 
 // F16 tile: weights widened with F16C (vcvtph2ps), then FMA in float32.

@@ -35,6 +35,15 @@ func simdMatVecF32(out, w []float32, cols, r0, r1 int, x []float32) {
 	C.kn_matvec_f32_avx2(f32p(out), f32p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), f32p(x))
 }
 
+func simdMatVecF32Ld(out, w []float32, ldw, cols, r0, r1 int, x []float32) {
+	C.kn_matvec_f32_ld_avx2(f32p(out), f32p(w), C.int64_t(ldw), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), f32p(x))
+}
+
+func simdMatMulF32Ld(out []float32, ldo int, w []float32, ldw, cols, r0, r1 int, x []float32, ldx, n int) {
+	C.kn_matmul_f32_ld_avx2(f32p(out), C.int64_t(ldo), f32p(w), C.int64_t(ldw), C.int64_t(cols), C.int64_t(r0),
+		C.int64_t(r1), f32p(x), C.int64_t(ldx), C.int64_t(n))
+}
+
 func simdMatVecF16(out []float32, w []byte, cols, r0, r1 int, x []float32) {
 	C.kn_matvec_f16_avx2(f32p(out), u16p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), f32p(x))
 }

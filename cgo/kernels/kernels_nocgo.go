@@ -33,3 +33,9 @@ func simdMatMulQ4_0(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int,
 func simdMatMulF16(out []float32, ldo int, w []byte, cols, r0, r1 int, x []float32, n int) {
 	genericMatMulF16(out, ldo, w, cols, r0, r1, x, n)
 }
+func simdMatVecF32Ld(out, w []float32, ldw, cols, r0, r1 int, x []float32) {
+	genericMatVecF32Ld(out, w, ldw, cols, r0, r1, x)
+}
+func simdMatMulF32Ld(out []float32, ldo int, w []float32, ldw, cols, r0, r1 int, x []float32, ldx, n int) {
+	genericMatMulF32Ld(out, ldo, w, ldw, cols, r0, r1, x, ldx, n)
+}

@@ -3,7 +3,16 @@ package engine
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 )
+
+// spinWait bounds how long an idle worker (or the caller waiting for the
+// last chunk) polls before blocking. Decoding runs ~5 short jobs per layer
+// with gaps of a few microseconds between them; a channel wake-up costs a
+// futex call and an OS reschedule each time, a short poll catches the next
+// job or completion first. The bound keeps a worker whose core another
+// process wants from burning more than that much time per job.
+const spinWait = 5 * time.Microsecond
 
 // chunkRunner executes one chunk of the current parallel operation.
 // worker is in [0, threads) and indexes per-worker scratch space.
@@ -24,7 +33,7 @@ const (
 // into chunks that the caller and the workers claim through one atomic
 // counter, so a worker the OS has descheduled simply claims nothing and
 // never stalls a step: the caller waits only for chunks that were actually
-// claimed. Idle workers block on a channel; nothing spins.
+// claimed. Idle workers poll for at most spinWait, then block on a channel.
 type pool struct {
 	threads int
 	runner  chunkRunner
@@ -35,7 +44,9 @@ type pool struct {
 	epoch     uint64
 
 	wake     []chan struct{} // one per worker (buffered 1)
-	finished chan struct{}   // buffered 1: the worker that finishes the last chunk signals the caller
+	sleeping []atomic.Bool   // per worker: about to block (or blocked) on its wake channel
+	finished chan struct{}   // buffered 1: the worker that finishes the last chunk signals the caller, if waiting
+	waiting  atomic.Bool     // the caller blocks (or is about to) on finished
 	quit     chan struct{}
 	wg       sync.WaitGroup
 }
@@ -46,6 +57,7 @@ func newPool(threads int, r chunkRunner) *pool {
 	}
 	p := &pool{threads: threads, runner: r, finished: make(chan struct{}, 1), quit: make(chan struct{})}
 	p.wake = make([]chan struct{}, threads-1)
+	p.sleeping = make([]atomic.Bool, threads-1)
 	for i := range p.wake {
 		p.wake[i] = make(chan struct{}, 1)
 		p.wg.Add(1)
@@ -62,15 +74,52 @@ func (p *pool) close() {
 
 func (p *pool) worker(id int, wake <-chan struct{}) {
 	defer p.wg.Done()
+	sleeping := &p.sleeping[id-1]
 	for {
+		for {
+			if _, ok := p.claimAndRun(id); !ok {
+				break
+			}
+		}
+		if p.pollJob() {
+			continue
+		}
+		// Announce the block before the last look at the job word; run
+		// publishes the job before reading the flag, so one of the two sees
+		// the other and no job is missed. A wake-up that arrives after the
+		// look found work is left in the channel and costs one empty pass.
+		sleeping.Store(true)
+		if p.hasWork() {
+			sleeping.Store(false)
+			continue
+		}
 		select {
 		case <-p.quit:
 			return
 		case <-wake:
 		}
-		for {
-			if _, ok := p.claimAndRun(id); !ok {
-				break
+		sleeping.Store(false)
+	}
+}
+
+// hasWork reports whether the published job has unclaimed chunks.
+func (p *pool) hasWork() bool {
+	v := p.job.Load()
+	return v&jobIdxMask < v>>jobNextBits&(1<<jobTotalBits-1)
+}
+
+// pollJob polls for unclaimed chunks for at most spinWait.
+func (p *pool) pollJob() bool {
+	var start time.Time
+	for i := 0; ; i++ {
+		if p.hasWork() {
+			return true
+		}
+		if i&63 == 63 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinWait {
+				return false
 			}
 		}
 	}
@@ -90,7 +139,7 @@ func (p *pool) claimAndRun(worker int) (last, ok bool) {
 			p.runner.runChunk(p.op, int(next), worker)
 			done := p.completed.Add(1)
 			if done == int64(total) {
-				if worker != 0 {
+				if worker != 0 && p.waiting.CompareAndSwap(true, false) {
 					p.finished <- struct{}{}
 				}
 				return true, true
@@ -122,6 +171,9 @@ func (p *pool) run(op, n int) {
 		wakeN = n - 1
 	}
 	for i := 0; i < wakeN; i++ {
+		if !p.sleeping[i].Load() {
+			continue // polling: it will see the job
+		}
 		select {
 		case p.wake[i] <- struct{}{}:
 		default: // already has a pending wake-up; it will look at the current job
@@ -136,6 +188,31 @@ func (p *pool) run(op, n int) {
 		lastMine = lastMine || last
 	}
 	if !lastMine {
-		<-p.finished
+		p.waitFinished(int64(n))
 	}
+}
+
+// waitFinished waits until all n chunks of the job have completed: it polls
+// for at most spinWait, then blocks until the last worker signals.
+func (p *pool) waitFinished(n int64) {
+	var start time.Time
+	for i := 0; ; i++ {
+		if p.completed.Load() == n {
+			return
+		}
+		if i&63 == 63 {
+			if start.IsZero() {
+				start = time.Now()
+			} else if time.Since(start) > spinWait {
+				break
+			}
+		}
+	}
+	p.waiting.Store(true)
+	if p.completed.Load() == n && p.waiting.CompareAndSwap(true, false) {
+		return // finished meanwhile, and no worker took the signal duty
+	}
+	// Either still running (the last worker will signal) or a worker
+	// cleared waiting and is sending.
+	<-p.finished
 }
