@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -114,7 +115,7 @@ func runBrowser(t *testing.T, pageURL, wavPath, shot string, env ...string) brow
 // browserOutDir is where screenshots go (out/ is ignored by git).
 func browserOutDir(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot(t), "out", "web-browser")
+	dir := filepath.Join(testenv.RepoRoot(t), "out", "web-browser")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -222,23 +223,4 @@ func TestBrowserBusy(t *testing.T) {
 	}
 	stopAndExpectClose(t, ws)
 	waitIdle(t, ts.srv)
-}
-
-// repoRoot walks up from the package directory to the one holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the package directory")
-		}
-		dir = parent
-	}
 }

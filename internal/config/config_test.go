@@ -2,31 +2,13 @@ package config
 
 import (
 	"errors"
-	"os"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
-
-// repoRoot walks up from the package dir to the dir holding go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Dir(file)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the package")
-		}
-		dir = parent
-	}
-}
 
 func TestDefaultIsValid(t *testing.T) {
 	c := Default()
@@ -38,7 +20,7 @@ func TestDefaultIsValid(t *testing.T) {
 // The shipped default.yaml must load cleanly and say the same as Default(),
 // so the comments there document the built-in behaviour.
 func TestDefaultYAMLMatchesDefault(t *testing.T) {
-	path := filepath.Join(repoRoot(t), "configs", "default.yaml")
+	path := filepath.Join(testenv.RepoRoot(t), "configs", "default.yaml")
 	c, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
