@@ -91,48 +91,9 @@ func TestMultipleUtterancesKeepCounting(t *testing.T) {
 	}
 }
 
-func TestCancelStopsSynthesis(t *testing.T) {
-	s := newSynth(t, DefaultConfig())
-	long := strings.Repeat("This long reply keeps the speech engine busy for quite a while. ", 20)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	out := make(chan tts.Chunk)
-	errc := make(chan error, 1)
-	go func() { errc <- s.Synthesize(ctx, long, out) }()
-	first := <-out
-	cancel()
-	after := 0
-	for {
-		select {
-		case c := <-out:
-			after += len(c.PCM)
-			continue
-		case err := <-errc:
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("Synthesize after cancel = %v, want context.Canceled", err)
-			}
-		}
-		break
-	}
-	// The whole text is about a minute of audio; at most the chunk already
-	// on its way may still arrive.
-	if after > 2*len(first.PCM) {
-		t.Errorf("%d samples arrived after cancel (chunks are %d)", after, len(first.PCM))
-	}
-	// The engine is free again.
-	if r := ttstest.Synthesize(context.Background(), s, "Still working."); r.Err != nil || r.Samples == 0 {
-		t.Errorf("after a cancel: %d samples, err %v", r.Samples, r.Err)
-	}
-}
-
-func TestCancelledContextSendsNothing(t *testing.T) {
-	s := newSynth(t, DefaultConfig())
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	r := ttstest.Synthesize(ctx, s, ttstest.Sentence)
-	if !errors.Is(r.Err, context.Canceled) || len(r.Chunks) != 0 {
-		t.Errorf("got %d chunks, err %v; want none and context.Canceled", len(r.Chunks), r.Err)
-	}
+// TestContract runs the behaviour every synthesizer shares (tts/ttstest).
+func TestContract(t *testing.T) {
+	ttstest.Contract(t, func(t *testing.T) tts.Synthesizer { return newSynth(t, DefaultConfig()) })
 }
 
 func TestUnknownVoice(t *testing.T) {
@@ -163,30 +124,6 @@ func TestRateChangesDuration(t *testing.T) {
 		}
 		if !(samples[0.7] > samples[1] && samples[1] > samples[1.6]) {
 			t.Errorf("%s: samples by rate %v, want fewer at higher rates", voice, samples)
-		}
-	}
-}
-
-func TestEmptyTextSpeaksNothing(t *testing.T) {
-	s := newSynth(t, DefaultConfig())
-	for _, text := range []string{"", "  \n\t"} {
-		if r := ttstest.Synthesize(context.Background(), s, text); r.Err != nil || len(r.Chunks) != 0 {
-			t.Errorf("%q: %d chunks, err %v", text, len(r.Chunks), r.Err)
-		}
-	}
-}
-
-func TestPunctuationOnly(t *testing.T) {
-	s := newSynth(t, DefaultConfig())
-	for _, text := range []string{"...", "?!", "- -", `"`} {
-		r := ttstest.Synthesize(context.Background(), s, text)
-		if r.Err != nil {
-			t.Errorf("%q: %v", text, r.Err)
-		}
-		for _, c := range r.Chunks {
-			if len(c.Words) != 0 {
-				t.Errorf("%q: word marks %+v for no words", text, c.Words)
-			}
 		}
 	}
 }
@@ -250,28 +187,4 @@ func TestConcurrentSessions(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-}
-
-// TestWaitingCallerGivesUp: while one session holds the engine (its
-// consumer is not reading), another session's cancel ends its wait.
-func TestWaitingCallerGivesUp(t *testing.T) {
-	s := newSynth(t, DefaultConfig())
-	ctxA, cancelA := context.WithCancel(context.Background())
-	defer cancelA()
-	outA := make(chan tts.Chunk)
-	errA := make(chan error, 1)
-	go func() { errA <- s.Synthesize(ctxA, ttstest.Sentence, outA) }()
-	<-outA // A now holds the engine, blocked on its next send
-
-	ctxB, cancelB := context.WithCancel(context.Background())
-	errB := make(chan error, 1)
-	go func() { errB <- s.Synthesize(ctxB, ttstest.Sentence, make(chan tts.Chunk)) }()
-	cancelB()
-	if err := <-errB; !errors.Is(err, context.Canceled) {
-		t.Errorf("waiting Synthesize after cancel = %v, want context.Canceled", err)
-	}
-	cancelA()
-	if err := <-errA; !errors.Is(err, context.Canceled) {
-		t.Errorf("holding Synthesize after cancel = %v, want context.Canceled", err)
-	}
 }
