@@ -96,40 +96,18 @@ func (c *liveClient) mic(ctx context.Context) {
 		}
 		packet = make([]byte, audio.MaxOpusPacket)
 	}
-	silence := make([]int16, frame)
-	var pending []int16
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if len(pending) < frame {
-			select {
-			case s := <-c.speech:
-				pending = append(pending, s...)
-			default:
-			}
-		}
-		pcm := silence
-		if len(pending) >= frame {
-			pcm, pending = pending[:frame], pending[frame:]
-		}
+	paceMic(ctx, c.speech, frame, func(pcm []int16) error {
 		payload := pcmBytes(pcm)
 		if enc != nil {
 			n, err := enc.Encode(pcm, packet)
 			if err != nil {
 				c.t.Errorf("opus encode: %v", err)
-				return
+				return err
 			}
 			payload = packet[:n]
 		}
-		if err := c.write(websocket.BinaryMessage, payload); err != nil {
-			return // the connection is closing
-		}
-	}
+		return c.write(websocket.BinaryMessage, payload) // fails once the connection closes
+	})
 }
 
 // read is the connection's only reader.

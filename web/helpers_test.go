@@ -269,3 +269,34 @@ func checkLeaks(t *testing.T) {
 	opt := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }
+
+// paceMic is a fake microphone: every 20 ms it hands send one frame of
+// frame samples, taken from the speech queued on speech, or silence when
+// none is queued. It returns when ctx ends or send fails.
+func paceMic(ctx context.Context, speech <-chan []int16, frame int, send func(pcm []int16) error) {
+	silence := make([]int16, frame)
+	var pending []int16
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if len(pending) < frame {
+			select {
+			case s := <-speech:
+				pending = append(pending, s...)
+			default:
+			}
+		}
+		pcm := silence
+		if len(pending) >= frame {
+			pcm, pending = pending[:frame], pending[frame:]
+		}
+		if send(pcm) != nil {
+			return
+		}
+	}
+}

@@ -145,36 +145,14 @@ func (c *rtcClient) talk(ctx context.Context) {
 		return
 	}
 	packet := make([]byte, audio.MaxOpusPacket)
-	silence := make([]int16, frame)
-	var pending []int16
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		if len(pending) < frame {
-			select {
-			case s := <-c.speech:
-				pending = append(pending, s...)
-			default:
-			}
-		}
-		pcm := silence
-		if len(pending) >= frame {
-			pcm, pending = pending[:frame], pending[frame:]
-		}
+	paceMic(ctx, c.speech, frame, func(pcm []int16) error {
 		n, err := enc.Encode(pcm, packet)
 		if err != nil {
 			c.t.Errorf("opus encode: %v", err)
-			return
+			return err
 		}
-		if err := c.mic.WriteSample(media.Sample{Data: packet[:n], Duration: 20 * time.Millisecond}); err != nil {
-			return
-		}
-	}
+		return c.mic.WriteSample(media.Sample{Data: packet[:n], Duration: 20 * time.Millisecond})
+	})
 }
 
 // play decodes the answer track; pion runs it in its own goroutine until
