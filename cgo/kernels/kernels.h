@@ -27,6 +27,10 @@ void kn_matvec_q4_0_vnni(float *out, const uint8_t *w, int64_t cols, int64_t r0,
 void kn_matmul_q8_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q4_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 
+// Packed Q8_0 (PackQ8_0's layout) against Q8_0 activations, one per tier.
+void kn_matmul_q8_0x8_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q8_0x8_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+
 // Test hooks: F16C conversions, to check the Go conversions against the hardware.
 uint16_t kn_f32_to_f16_hw(float f);
 float kn_f16_to_f32_hw(uint16_t h);

@@ -199,6 +199,7 @@ void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols
 #define KN_TW4 3 // weight rows per 4-activation-row tile (AVX2: 16 ymm registers)
 #define KN_FN(name) name##_avx2
 #include "kernels_q.h"
+#include "kernels_x8.h"
 #undef KN_VNNI
 #undef KN_TW4
 #undef KN_FN
@@ -212,6 +213,7 @@ void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols
 #define KN_TW4 4 // 32 registers; 4 measured best (2..8 tried)
 #define KN_FN(name) name##_vnni
 #include "kernels_q.h"
+#include "kernels_x8.h"
 #undef KN_VNNI
 #undef KN_TW4
 #undef KN_FN

@@ -97,3 +97,13 @@ func simdMatMulQ4_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int,
 // hwF32ToF16 and hwF16ToF32 expose the F16C instructions to the tests.
 func hwF32ToF16(f float32) uint16 { return uint16(C.kn_f32_to_f16_hw(C.float(f))) }
 func hwF16ToF32(h uint16) float32 { return float32(C.kn_f16_to_f32_hw(C.uint16_t(h))) }
+
+func simdMatMulPackedQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	if l == levelAVX512VNNI {
+		C.kn_matmul_q8_0x8_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+			u8p(xq), C.int64_t(n))
+		return
+	}
+	C.kn_matmul_q8_0x8_avx2(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+		u8p(xq), C.int64_t(n))
+}

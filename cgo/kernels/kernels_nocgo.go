@@ -39,3 +39,7 @@ func simdMatVecF32Ld(out, w []float32, ldw, cols, r0, r1 int, x []float32) {
 func simdMatMulF32Ld(out []float32, ldo int, w []float32, ldw, cols, r0, r1 int, x []float32, ldx, n int) {
 	genericMatMulF32Ld(out, ldo, w, ldw, cols, r0, r1, x, ldx, n)
 }
+
+func simdMatMulPackedQ8_0(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	genericMatMulPackedQ8_0(out, ldo, w, cols, r0, r1, xq, n)
+}

@@ -1,0 +1,132 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestPackedQ8_0(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, sh := range []struct{ rows, cols int }{{8, 32}, {13, 96}, {64, 512}, {21, 1408}} {
+		wf := randF32(rng, sh.rows*sh.cols, 0.02)
+		w := quantQ8(wf)
+		wd := make([]float32, len(wf))
+		genericDequantizeQ8_0(wd, w)
+		wp := make([]byte, PackedQ8_0Size(sh.rows, sh.cols))
+		PackQ8_0(wp, w, sh.rows, sh.cols)
+
+		row := make([]float32, sh.cols)
+		for r := 0; r < sh.rows; r++ {
+			DequantizePackedQ8_0Row(row, wp, sh.cols, r)
+			for c, v := range row {
+				if v != wd[r*sh.cols+c] {
+					t.Fatalf("%dx%d: dequantized row %d col %d = %v, want %v", sh.rows, sh.cols, r, c, v, wd[r*sh.cols+c])
+				}
+			}
+		}
+
+		for _, n := range []int{1, 2, 3, 5, 8, 9, 17} {
+			xf := randF32(rng, n*sh.cols, 1)
+			xq := quantQ8(xf)
+			xd := make([]float32, len(xf))
+			genericDequantizeQ8_0(xd, xq)
+			ref := make([]float32, n*sh.rows)
+			genericMatMulQ8_0(ref, sh.rows, w, sh.cols, 0, sh.rows, xq, n)
+			results := map[string][]float32{}
+			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+				if ForceFeatures(tier) != nil {
+					continue
+				}
+				got := make([]float32, n*sh.rows)
+				for i := range got {
+					got[i] = float32(math.NaN())
+				}
+				// Two calls over row ranges starting at multiples of 8.
+				mid := min(8, sh.rows)
+				MatMulPackedQ8_0(got, sh.rows, wp, sh.cols, 0, mid, xq, n)
+				MatMulPackedQ8_0(got, sh.rows, wp, sh.cols, mid, sh.rows, xq, n)
+				for j := 0; j < n; j++ {
+					for r := 0; r < sh.rows; r++ {
+						tol := tolerance(sh.cols/QK, absDotQ(wd[r*sh.cols:(r+1)*sh.cols], xd[j*sh.cols:(j+1)*sh.cols]))
+						g, want := got[j*sh.rows+r], ref[j*sh.rows+r]
+						if math.IsNaN(float64(g)) || math.Abs(float64(g-want)) > tol {
+							t.Fatalf("%s %dx%d n=%d: out[%d][%d] = %v, plain Q8_0 %v (tol %g)", tier, sh.rows, sh.cols, n, j, r, g, want, tol)
+						}
+					}
+				}
+				// One activation row at a time gives the same bits as the batch.
+				one := make([]float32, sh.rows)
+				for j := 0; j < n; j++ {
+					MatMulPackedQ8_0(one, 0, wp, sh.cols, 0, sh.rows, xq[j*sh.cols/QK*BlockQ8_0:], 1)
+					for r, v := range one {
+						if math.Float32bits(v) != math.Float32bits(got[j*sh.rows+r]) {
+							t.Fatalf("%s %dx%d n=%d: row %d of activation %d: alone %v, batched %v", tier, sh.rows, sh.cols, n, r, j, v, got[j*sh.rows+r])
+						}
+					}
+				}
+				results[tier] = got
+			}
+			UseGeneric(false)
+			if a, b := results["avx2"], results["avx512vnni"]; a != nil && b != nil {
+				for i := range a {
+					if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+						t.Fatalf("%dx%d n=%d: avx2 %v and avx512vnni %v differ at %d", sh.rows, sh.cols, n, a[i], b[i], i)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPackedQ8_0Bounds(t *testing.T) {
+	w := make([]byte, PackedQ8_0Size(16, 64))
+	xq := make([]byte, 2*BlockQ8_0)
+	out := make([]float32, 16)
+	for name, f := range map[string]func(){
+		"unaligned r0": func() { MatMulPackedQ8_0(out, 16, w, 64, 3, 16, xq, 1) },
+		"short w":      func() { MatMulPackedQ8_0(out, 16, w[:100], 64, 0, 16, xq, 1) },
+		"short out":    func() { MatMulPackedQ8_0(out[:10], 16, w, 64, 0, 16, xq, 1) },
+		"short x":      func() { MatMulPackedQ8_0(out, 16, w, 64, 0, 16, xq[:10], 1) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// BenchmarkPackedVsPlain compares the packed product with the plain Q8_0 kernels (MatVec for n = 1,
+// MatMul above) on the demo model's FFN shapes, per activation row count n. The figure to read is
+// the time per call: batching pays when time(n) grows much slower than n.
+func BenchmarkPackedVsPlain(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, sh := range []struct{ rows, cols int }{{1408, 512}, {512, 1408}} {
+		wf := randF32(rng, sh.rows*sh.cols, 0.02)
+		w := quantQ8(wf)
+		wp := make([]byte, PackedQ8_0Size(sh.rows, sh.cols))
+		PackQ8_0(wp, w, sh.rows, sh.cols)
+		for _, n := range []int{1, 2, 4, 8, 16} {
+			xq := quantQ8(randF32(rng, n*sh.cols, 1))
+			out := make([]float32, n*sh.rows)
+			flops := 2 * float64(sh.rows*sh.cols*n) / 1e9
+			b.Run(fmt.Sprintf("%dx%d/n=%d/plain", sh.rows, sh.cols, n), func(b *testing.B) {
+				loop(b, func() {
+					if n == 1 {
+						MatVecQ8_0(out, w, sh.cols, 0, sh.rows, xq)
+					} else {
+						MatMulQ8_0(out, sh.rows, w, sh.cols, 0, sh.rows, xq, n)
+					}
+				}, flops, "GFLOP/s")
+			})
+			b.Run(fmt.Sprintf("%dx%d/n=%d/packed", sh.rows, sh.cols, n), func(b *testing.B) {
+				loop(b, func() { MatMulPackedQ8_0(out, sh.rows, wp, sh.cols, 0, sh.rows, xq, n) }, flops, "GFLOP/s")
+			})
+		}
+	}
+}
