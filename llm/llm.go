@@ -62,3 +62,18 @@ type Usage struct {
 
 // ErrBusy is returned when a backend's admission queue is full.
 var ErrBusy = errors.New("llm: busy")
+
+// Prefiller is implemented by backends that can process a prompt before it
+// is asked for (early start): the pipeline prefills the conversation plus a
+// stable partial transcript while the person is still talking, so the final
+// request only processes what changed. Usage.CachedTokens of that request
+// then counts the reused tokens.
+type Prefiller interface {
+	// Prefill processes req's prompt into the state kept for
+	// req.Conversation (which must be set) without generating. It returns
+	// how many prompt tokens it processed (the rest were cached already).
+	// It is best effort and low priority: it returns ErrBusy rather than
+	// wait behind requests, and stops promptly when ctx ends, keeping
+	// what it had processed.
+	Prefill(ctx context.Context, req Request) (processed int, err error)
+}

@@ -36,9 +36,16 @@ type Config struct {
 	// was 4-6x slower on the dev VM (TLB misses on 4 KiB page-cache
 	// pages); see model.copyWeights.
 	InPlace bool
+	// NoRepack keeps Q8_0 weights in the file's row layout and uses the
+	// one-row kernels for decoding; only for measuring what the packed
+	// batched kernels (kernels.PackQ8_0) gain. Implied by InPlace.
+	NoRepack bool
 
-	// QueueSize bounds requests waiting for the scheduler; Stream
-	// returns llm.ErrBusy when it is full. 0 = 8.
+	// Sequences is how many generations the scheduler steps together
+	// (continuous batching); more wait in the queue. 0 = 16, at most 64.
+	Sequences int
+	// QueueSize bounds requests waiting for a place among Sequences;
+	// Stream returns llm.ErrBusy when it is full. 0 = 8.
 	QueueSize int
 	// Conversations is how many conversation KV caches are kept (LRU). 0 = 4.
 	Conversations int
@@ -57,6 +64,7 @@ func DefaultConfig() Config {
 		MinP:          0.05,
 		RepeatPenalty: 1, // off, as llama.cpp's current default
 		MaxTokens:     256,
+		Sequences:     16,
 		QueueSize:     8,
 		Conversations: 4,
 		CacheBytes:    1 << 30,

@@ -53,9 +53,7 @@ type Engine struct {
 	tok      *tokenizer.Tokenizer
 	template string
 	rt       *compute
-	samp     *sampler
-	stop     stopMatcher
-	stops    []string
+	samp     *sampler    // decodeIDs' sampler (bench and tests)
 	one      [1]int32    // the token fed in a decode step
 	spec     *speculator // nil: no speculative decoding
 
@@ -68,6 +66,7 @@ type Engine struct {
 	// Owned by the scheduler goroutine.
 	convs map[string]*sequence
 	clock uint64
+	batch batchState
 }
 
 // sequence is one token sequence with its KV cache.
@@ -76,14 +75,27 @@ type sequence struct {
 	tokens   []int32 // tokens whose keys and values are in kv
 	kv       *kvCache
 	lastUsed uint64
+	owner    *generation // the active generation using it; nil when idle
 }
 
 type request struct {
 	ctx  context.Context
 	req  llm.Request
-	out  chan llm.Token
-	job  func() // set for work that is not a generation (Bench); done is closed after it
-	done chan struct{}
+	out  chan llm.Token // nil for jobs and prefill-only requests
+	job  func()         // set for work that is not a generation (Bench); done is closed after it
+	done chan struct{}  // jobs and prefill-only requests: closed when finished
+
+	// Prefill-only requests (Prefill) stop after the prompt; processed and
+	// err are their result, valid once done is closed.
+	prefillOnly bool
+	processed   int
+	err         error
+
+	// Set by BenchConcurrent: a tokenised prompt used as is, and decoding
+	// that runs to MaxTokens whatever the model samples.
+	prompt    []int32
+	ignoreEOG bool
+	timing    *seqTiming
 }
 
 // Open loads the model and starts the scheduler.
@@ -126,6 +138,10 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 	if cfg.MaxTokens <= 0 {
 		cfg.MaxTokens = def.MaxTokens
 	}
+	if cfg.Sequences <= 0 {
+		cfg.Sequences = def.Sequences
+	}
+	cfg.Sequences = min(cfg.Sequences, defaultBatch)
 	m, err := loadModel(f)
 	if err != nil {
 		return nil, err
@@ -136,7 +152,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 	}
 	release := func() error { return nil }
 	if !cfg.InPlace {
-		if release, err = m.copyWeights(); err != nil {
+		if release, err = m.copyWeights(!cfg.NoRepack); err != nil {
 			return nil, fmt.Errorf("engine: weights memory: %w", err)
 		}
 	}
@@ -162,6 +178,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		done:     make(chan struct{}),
 		convs:    make(map[string]*sequence),
 	}
+	e.batch.init(cfg.Sequences, m.hp.vocab)
 	switch {
 	case cfg.DraftPath != "":
 		d, cost, err := openDraft(cfg, f, m)
@@ -222,115 +239,56 @@ func (e *Engine) Close() error {
 	return err
 }
 
-// Stream implements llm.Model. It returns llm.ErrBusy when the queue is
-// full. The channel is buffered so a slow reader does not stall other
-// requests' scheduling; the scheduler still stops when ctx ends.
+// Stream implements llm.Model. It returns llm.ErrBusy when the admission
+// queue is full. The channel has room for every token the answer can have,
+// so the scheduler never waits for a slow reader (it steps all sequences
+// together); it stops a request when its ctx ends.
 func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
 	if len(req.Messages) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrEmptyPrompt)
 	}
-	r := &request{ctx: ctx, req: req, out: make(chan llm.Token, 64)}
+	r := &request{ctx: ctx, req: req, out: make(chan llm.Token, e.maxTokens(&req)+3)}
+	if err := e.enqueue(r); err != nil {
+		return nil, err
+	}
+	return r.out, nil
+}
+
+// maxTokens is a request's answer length bound.
+func (e *Engine) maxTokens(req *llm.Request) int {
+	n := req.MaxTokens
+	if n <= 0 {
+		n = e.cfg.MaxTokens
+	}
+	return min(n, e.cfg.ContextSize)
+}
+
+// enqueue hands r to the scheduler, or fails with llm.ErrBusy when the
+// admission queue is full (fail fast: the caller can retry or tell its
+// user) or ErrClosed.
+func (e *Engine) enqueue(r *request) error {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	if e.closed {
-		return nil, ErrClosed
-	}
-	select {
-	case e.queue <- r:
-		return r.out, nil
-	default:
-		return nil, llm.ErrBusy
-	}
-}
-
-// runOnScheduler runs job on the scheduler goroutine, waiting in the queue
-// behind earlier requests.
-func (e *Engine) runOnScheduler(ctx context.Context, job func()) error {
-	r := &request{ctx: ctx, job: job, done: make(chan struct{})}
-	e.mu.RLock()
-	if e.closed {
-		e.mu.RUnlock()
 		return ErrClosed
 	}
 	select {
 	case e.queue <- r:
+		return nil
 	default:
-		e.mu.RUnlock()
 		return llm.ErrBusy
 	}
-	e.mu.RUnlock()
+}
+
+// runOnScheduler runs job on the scheduler goroutine between two steps,
+// waiting in the queue behind earlier requests.
+func (e *Engine) runOnScheduler(ctx context.Context, job func()) error {
+	r := &request{ctx: ctx, job: job, done: make(chan struct{})}
+	if err := e.enqueue(r); err != nil {
+		return err
+	}
 	<-r.done // the scheduler always closes done, even when closing down
 	return ctx.Err()
-}
-
-// schedule is the only goroutine that touches the model state. It runs
-// requests one at a time; a later continuous-batching scheduler keeps the
-// same shape but steps every active sequence in one forward pass.
-func (e *Engine) schedule() {
-	defer close(e.done)
-	for {
-		select {
-		case <-e.quit:
-			for {
-				select {
-				case r := <-e.queue:
-					r.fail(ErrClosed)
-				default:
-					return
-				}
-			}
-		case r := <-e.queue:
-			e.serve(r)
-		}
-	}
-}
-
-// fail ends a request with err (unless its ctx is gone) and closes its channel.
-func (r *request) fail(err error) {
-	if r.job != nil {
-		close(r.done)
-		return
-	}
-	select {
-	case r.out <- llm.Token{Err: err}:
-	case <-r.ctx.Done():
-	}
-	close(r.out)
-}
-
-// send delivers one token; false when the request's ctx has ended.
-func (r *request) send(t llm.Token) bool {
-	select {
-	case r.out <- t:
-		return true
-	case <-r.ctx.Done():
-		return false
-	}
-}
-
-func (e *Engine) serve(r *request) {
-	if r.job != nil {
-		if r.ctx.Err() == nil {
-			r.job()
-		}
-		close(r.done)
-		return
-	}
-	if r.ctx.Err() != nil {
-		close(r.out)
-		return
-	}
-	usage, err := e.generate(r)
-	if err != nil {
-		if r.ctx.Err() != nil {
-			close(r.out) // cancelled: the channel just closes
-			return
-		}
-		r.fail(err)
-		return
-	}
-	r.send(llm.Token{Done: true, Usage: usage})
-	close(r.out)
 }
 
 // samplerFor merges request settings with the engine defaults.
@@ -398,7 +356,7 @@ func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error
 }
 
 // sequenceFor returns the cached sequence of a conversation, or a new one,
-// evicting the least recently used ones beyond the configured bounds.
+// evicting the least recently used idle ones beyond the configured bounds.
 func (e *Engine) sequenceFor(key string) *sequence {
 	e.clock++
 	s, ok := e.convs[key]
@@ -412,7 +370,7 @@ func (e *Engine) sequenceFor(key string) *sequence {
 		var oldest *sequence
 		for _, c := range e.convs {
 			total += c.kv.bytes()
-			if c != s && (oldest == nil || c.lastUsed < oldest.lastUsed) {
+			if c != s && c.owner == nil && (oldest == nil || c.lastUsed < oldest.lastUsed) {
 				oldest = c
 			}
 		}
@@ -452,45 +410,4 @@ func (e *Engine) prefill(ctx context.Context, seq *sequence, prompt []int32) (in
 		seq.tokens = append(seq.tokens, prompt[start:end]...)
 	}
 	return cached, nil
-}
-
-// generate runs one request to completion on the scheduler goroutine.
-func (e *Engine) generate(r *request) (*llm.Usage, error) {
-	req := &r.req
-	maxTokens := req.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = e.cfg.MaxTokens
-	}
-	prompt, err := e.renderPrompt(req.Messages, maxTokens)
-	if err != nil {
-		return nil, err
-	}
-	seq := e.sequenceFor(req.Conversation)
-	cached, err := e.prefill(r.ctx, seq, prompt)
-	if err != nil {
-		return nil, err
-	}
-	usage := &llm.Usage{PromptTokens: len(prompt), CachedTokens: cached}
-
-	e.samp.reset(e.samplerFor(req), prompt)
-	e.stops = append(append(e.stops[:0], chat.StopStrings(e.template)...), req.Stop...)
-	e.stop.reset(e.stops)
-	g := &generation{e: e, r: r, seq: seq, maxTokens: maxTokens, stream: e.tok.NewStream()}
-	err = e.decode(r.ctx, g)
-	usage.CompletionTokens = g.count
-	if err != nil {
-		return nil, err
-	}
-	if g.stopped {
-		return usage, nil
-	}
-	stream := g.stream
-	text, stopped := e.stop.push(stream.Flush())
-	if !stopped {
-		text += e.stop.flush()
-	}
-	if text != "" && !r.send(llm.Token{Text: text}) {
-		return nil, r.ctx.Err()
-	}
-	return usage, nil
 }

@@ -24,3 +24,7 @@ var (
 	// ErrEmptyPrompt is returned when a request renders to no tokens.
 	ErrEmptyPrompt = errors.New("engine: empty prompt")
 )
+
+// ErrNoConversation is returned by Prefill for a request without a Conversation: there would be no
+// state to keep.
+var ErrNoConversation = errors.New("engine: prefill needs a conversation id")

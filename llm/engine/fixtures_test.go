@@ -27,63 +27,74 @@ func TestFixtures(t *testing.T) {
 		"qwen2-tiny-f32", "qwen2-tiny-q8_0",
 		"qwen3-tiny-f32", "qwen3-tiny-q8_0",
 	} {
-		t.Run(name, func(t *testing.T) {
-			ref := loadRef(t, filepath.Join(dir, name+".ref.json"))
-			_, m := testModel(t, filepath.Join(dir, name+".gguf"))
-			tol := 1e-4
-			switch {
-			case strings.HasPrefix(name, "stories") && strings.HasSuffix(name, "f32"):
-				tol = 1e-3
-			case strings.HasPrefix(name, "stories"):
-				tol = 0.5
-			case strings.HasSuffix(name, "q8_0"):
-				tol = 0.02
+		for _, repack := range []bool{false, true} {
+			if repack && !strings.HasSuffix(name, "q8_0") {
+				continue // only Q8_0 matrices are repacked
 			}
-			rt := newCompute(m, 2, 256, defaultBatch)
-			defer rt.close()
-			vocab := m.hp.vocab
+			layout := "rows"
+			if repack {
+				layout = "packed"
+			}
+			t.Run(name+"/"+layout, func(t *testing.T) { fixtureCase(t, dir, name, repack) })
+		}
+	}
+}
 
-			// Whole prompt in one batch, logits for every position.
-			kv := newKVCache(&m.hp, 256)
-			all := make([]float32, len(ref.PromptIDs)*vocab)
-			if err := rt.forward(nil, kv, ref.PromptIDs, 0, all); err != nil {
-				t.Fatal(err)
-			}
-			d3 := maxAbsDiff(all[3*vocab:4*vocab], ref.LogitsPos3)
-			dl := maxAbsDiff(rt.logits, ref.LogitsLast)
-			t.Logf("max|Δ| pos3 %.3g last %.3g (tol %g)", d3, dl, tol)
-			if d3 > tol || dl > tol {
-				t.Errorf("logits differ from llama.cpp: pos3 %.3g, last %.3g > %g", d3, dl, tol)
-			}
-			ids, tops := greedy(t, rt, kv, len(ref.PromptIDs), len(ref.GreedyIDs))
-			checkGreedy(t, "greedy", ids, tops, ref.GreedyIDs, ref.GreedyTopLogit, ref.GreedyTop2Margin, tol)
+func fixtureCase(t *testing.T, dir, name string, repack bool) {
+	ref := loadRef(t, filepath.Join(dir, name+".ref.json"))
+	_, m := testModelLayout(t, filepath.Join(dir, name+".gguf"), repack)
+	tol := 1e-4
+	switch {
+	case strings.HasPrefix(name, "stories") && strings.HasSuffix(name, "f32"):
+		tol = 1e-3
+	case strings.HasPrefix(name, "stories"):
+		tol = 0.5
+	case strings.HasSuffix(name, "q8_0"):
+		tol = 0.02
+	}
+	rt := newCompute(m, 2, 256, defaultBatch)
+	defer rt.close()
+	vocab := m.hp.vocab
 
-			// Token by token gives the same logits as the batch.
-			kv2 := newKVCache(&m.hp, 256)
-			var dTok float64
-			for i, id := range ref.PromptIDs {
-				if err := rt.forward(nil, kv2, []int32{id}, i, nil); err != nil {
-					t.Fatal(err)
-				}
-				dTok = max(dTok, maxAbsDiff(rt.logits, all[i*vocab:(i+1)*vocab]))
-			}
-			t.Logf("batched vs token-by-token max|Δ| %.3g", dTok)
-			if dTok > tol {
-				t.Errorf("batched and token-by-token prompt logits differ by %.3g > %g", dTok, tol)
-			}
+	// Whole prompt in one batch, logits for every position.
+	kv := newKVCache(&m.hp, 256)
+	all := make([]float32, len(ref.PromptIDs)*vocab)
+	if err := rt.forward(nil, kv, ref.PromptIDs, 0, all); err != nil {
+		t.Fatal(err)
+	}
+	d3 := maxAbsDiff(all[3*vocab:4*vocab], ref.LogitsPos3)
+	dl := maxAbsDiff(rt.logits, ref.LogitsLast)
+	t.Logf("max|Δ| pos3 %.3g last %.3g (tol %g)", d3, dl, tol)
+	if d3 > tol || dl > tol {
+		t.Errorf("logits differ from llama.cpp: pos3 %.3g, last %.3g > %g", d3, dl, tol)
+	}
+	ids, tops := greedy(t, rt, kv, len(ref.PromptIDs), len(ref.GreedyIDs))
+	checkGreedy(t, "greedy", ids, tops, ref.GreedyIDs, ref.GreedyTopLogit, ref.GreedyTop2Margin, tol)
 
-			if len(ref.TextPromptIDs) > 0 {
-				kv3 := newKVCache(&m.hp, 256)
-				if err := rt.forward(nil, kv3, ref.TextPromptIDs, 0, nil); err != nil {
-					t.Fatal(err)
-				}
-				if d := maxAbsDiff(rt.logits, ref.TextLogitsLast); d > tol {
-					t.Errorf("text_logits_last differ by %.3g > %g", d, tol)
-				}
-				ids, tops := greedy(t, rt, kv3, len(ref.TextPromptIDs), len(ref.TextGreedyIDs))
-				checkGreedy(t, "text greedy", ids, tops, ref.TextGreedyIDs, ref.TextGreedyTopLogit, ref.TextGreedyTop2, tol)
-			}
-		})
+	// Token by token gives the same logits as the batch.
+	kv2 := newKVCache(&m.hp, 256)
+	var dTok float64
+	for i, id := range ref.PromptIDs {
+		if err := rt.forward(nil, kv2, []int32{id}, i, nil); err != nil {
+			t.Fatal(err)
+		}
+		dTok = max(dTok, maxAbsDiff(rt.logits, all[i*vocab:(i+1)*vocab]))
+	}
+	t.Logf("batched vs token-by-token max|Δ| %.3g", dTok)
+	if dTok > tol {
+		t.Errorf("batched and token-by-token prompt logits differ by %.3g > %g", dTok, tol)
+	}
+
+	if len(ref.TextPromptIDs) > 0 {
+		kv3 := newKVCache(&m.hp, 256)
+		if err := rt.forward(nil, kv3, ref.TextPromptIDs, 0, nil); err != nil {
+			t.Fatal(err)
+		}
+		if d := maxAbsDiff(rt.logits, ref.TextLogitsLast); d > tol {
+			t.Errorf("text_logits_last differ by %.3g > %g", d, tol)
+		}
+		ids, tops := greedy(t, rt, kv3, len(ref.TextPromptIDs), len(ref.TextGreedyIDs))
+		checkGreedy(t, "text greedy", ids, tops, ref.TextGreedyIDs, ref.TextGreedyTopLogit, ref.TextGreedyTop2, tol)
 	}
 }
 

@@ -110,10 +110,25 @@ type compute struct {
 	// Current job parameters, written by the scheduler before pool.run.
 	tasks  [3]matTask
 	nTasks int
-	n      int
-	pos0   int
+	n      int       // rows in the batch
+	segs   []segment // the batch's sequences, in row order
 	layer  int
-	kv     *kvCache
+
+	oneSeg  [1]segment // forward's single segment
+	rowIdx  []int32    // 0, 1, ..., maxBatch-1: "every row" for logitsFor
+	rowSeg  []int32    // [batch] index into segs of each row
+	attnEnd []int      // per segment: attention chunks up to and including it
+}
+
+// segment is one sequence's run of consecutive rows in a batched forward
+// pass: rows [start, start+n) hold its tokens at positions pos0.. and
+// attend to its own KV cache. Continuous batching puts every active
+// sequence in one pass, so each weight is read once for all of them.
+type segment struct {
+	kv    *kvCache
+	pos0  int
+	start int
+	n     int
 }
 
 func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
@@ -151,6 +166,13 @@ func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
 	rt.cos = make([]float32, b*half)
 	rt.sin = make([]float32, b*half)
 	rt.attScale = float32(1 / math.Sqrt(float64(hp.headDim)))
+	rt.rowIdx = make([]int32, b)
+	for i := range rt.rowIdx {
+		rt.rowIdx[i] = int32(i)
+	}
+	rt.rowSeg = make([]int32, b)
+	rt.segs = make([]segment, 0, b)
+	rt.attnEnd = make([]int, b)
 	rt.pool = newPool(threads, rt)
 	return rt
 }
@@ -160,19 +182,28 @@ func (rt *compute) close() { rt.pool.close() }
 // forward runs tokens at positions pos0.. through the model, appending
 // their keys and values to kv. It leaves the logits of the last token in
 // rt.logits; if all is non-nil it receives the logits of every token
-// ([len(tokens)][vocab]). done (may be nil) is checked between layers.
+// ([len(tokens)][vocab]). ctx (may be nil) is checked between layers.
 func (rt *compute) forward(ctx context.Context, kv *kvCache, tokens []int32, pos0 int, all []float32) error {
 	if pos0+len(tokens) > kv.max {
 		return ErrContextFull
 	}
-	kv.reserve(pos0 + len(tokens))
 	for start := 0; start < len(tokens); start += rt.maxBatch {
 		end := min(start+rt.maxBatch, len(tokens))
-		var allOut []float32
-		if all != nil {
-			allOut = all[start*rt.hp.vocab : end*rt.hp.vocab]
+		n := end - start
+		rt.oneSeg[0] = segment{kv: kv, pos0: pos0 + start, n: n}
+		var err error
+		switch {
+		case all != nil:
+			err = rt.forwardBatch(ctx, tokens[start:end], rt.oneSeg[:], rt.rowIdx[:n], all[start*rt.hp.vocab:end*rt.hp.vocab])
+			if err == nil && end == len(tokens) {
+				copy(rt.logits, all[(end-1)*rt.hp.vocab:end*rt.hp.vocab])
+			}
+		case end == len(tokens):
+			err = rt.forwardBatch(ctx, tokens[start:end], rt.oneSeg[:], rt.rowIdx[n-1:n], rt.logits)
+		default:
+			err = rt.forwardBatch(ctx, tokens[start:end], rt.oneSeg[:], nil, nil)
 		}
-		if err := rt.forwardBatch(ctx, kv, tokens[start:end], pos0+start, allOut, end == len(tokens)); err != nil {
+		if err != nil {
 			return err
 		}
 	}
@@ -231,19 +262,37 @@ func (rt *compute) quantizeRows(src []float32, cols, n int, ws ...*weight) []byt
 	return rt.xq[:n*rb]
 }
 
-func (rt *compute) forwardBatch(ctx context.Context, kv *kvCache, tokens []int32, pos0 int, all []float32, last bool) error {
+// forwardBatch runs one batch of at most maxBatch rows: tokens[i] is row i,
+// segs partitions the rows into sequences (in row order, each with room in
+// its cache). The logits of rows outRows go to out ([len(outRows)][vocab]).
+func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segment, outRows []int32, out []float32) error {
 	hp := rt.hp
 	m := rt.m
 	n := len(tokens)
 	dim, qDim, kvDim, ffn := hp.dim, hp.qDim(), hp.kvDim(), hp.ffn
-	rt.n, rt.pos0, rt.kv = n, pos0, kv
+	rt.n = n
+	rt.segs = append(rt.segs[:0], segs...)
+	chunks := 0
+	for si := range rt.segs {
+		sg := &rt.segs[si]
+		if sg.pos0+sg.n > sg.kv.max {
+			return ErrContextFull
+		}
+		sg.kv.reserve(sg.pos0 + sg.n)
+		for j := sg.start; j < sg.start+sg.n; j++ {
+			rt.rowSeg[j] = int32(si)
+		}
+		chunks += rt.segChunks(sg)
+		rt.attnEnd[si] = chunks
+	}
 
 	for j, id := range tokens {
 		embedRow(rt.x[j*dim:(j+1)*dim], m.tokEmbd, int(id))
 	}
 	half := hp.ropeDims / 2
 	for j := 0; j < n; j++ {
-		p := float64(pos0 + j)
+		sg := &rt.segs[rt.rowSeg[j]]
+		p := float64(sg.pos0 + j - sg.start)
 		for i, f := range rt.invFreq {
 			s, c := math.Sincos(p * f)
 			rt.cos[j*half+i], rt.sin[j*half+i] = float32(c), float32(s)
@@ -291,7 +340,8 @@ func (rt *compute) forwardBatch(ctx context.Context, kv *kvCache, tokens []int32
 			for h := 0; h < hp.kvHeads; h++ {
 				rope(kj[h*hd:(h+1)*hd], cos, sin, hp.rope)
 			}
-			p := pos0 + j
+			sg := &rt.segs[rt.rowSeg[j]]
+			kv, p := sg.kv, sg.pos0+j-sg.start
 			vj := rt.v[j*kvDim : (j+1)*kvDim]
 			for g := 0; g < hp.kvHeads; g++ {
 				copy(kv.head(kv.k[l], g)[p*hd:(p+1)*hd], kj[g*hd:(g+1)*hd])
@@ -301,7 +351,7 @@ func (rt *compute) forwardBatch(ctx context.Context, kv *kvCache, tokens []int32
 				}
 			}
 		}
-		rt.pool.run(opAttn, rt.attnChunks())
+		rt.pool.run(opAttn, chunks)
 		aq := rt.quantizeRows(rt.att, qDim, n, lw.wo)
 		rt.setTask(0, lw.wo, rt.att, aq, xb, dim, nil)
 		rt.runMats(opMat, 1)
@@ -320,25 +370,17 @@ func (rt *compute) forwardBatch(ctx context.Context, kv *kvCache, tokens []int32
 		addInto(x, xb)
 	}
 
-	if all != nil {
-		rmsNormRows(xb, x, m.outputNorm.f32, dim, n, hp.rmsEps)
-		xq := rt.quantizeRows(xb, dim, n, m.output)
-		rt.n = n
-		rt.setTask(0, m.output, xb, xq, all, hp.vocab, nil)
-		rt.runMats(opMat, 1)
-		if last {
-			copy(rt.logits, all[(n-1)*hp.vocab:])
-		}
+	if len(outRows) == 0 {
 		return nil
 	}
-	if !last {
-		return nil
+	// Normalise just the rows whose logits are wanted, packed together.
+	for i, r := range outRows {
+		rmsNorm(xb[i*dim:(i+1)*dim], x[int(r)*dim:(int(r)+1)*dim], m.outputNorm.f32, hp.rmsEps)
 	}
-	lastRow := xb[:dim]
-	rmsNorm(lastRow, x[(n-1)*dim:], m.outputNorm.f32, hp.rmsEps)
-	xq := rt.quantizeRows(lastRow, dim, 1, m.output)
-	rt.n = 1
-	rt.setTask(0, m.output, lastRow, xq, rt.logits, hp.vocab, nil)
+	k := len(outRows)
+	xq := rt.quantizeRows(xb, dim, k, m.output)
+	rt.n = k
+	rt.setTask(0, m.output, xb, xq, out, hp.vocab, nil)
 	rt.runMats(opMat, 1)
 	return nil
 }
@@ -370,19 +412,29 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 			}
 		}
 	case opAttn:
-		if rt.groupedAttn() {
-			rt.attendGroup(chunk, &rt.scratch[worker])
+		si := 0
+		for chunk >= rt.attnEnd[si] {
+			si++
+		}
+		sg := &rt.segs[si]
+		if si > 0 {
+			chunk -= rt.attnEnd[si-1]
+		}
+		if rt.groupedAttn(sg) {
+			rt.attendGroup(sg, chunk, &rt.scratch[worker])
 			return
 		}
-		blocks := (rt.n + attnBlock - 1) / attnBlock
-		rt.attend(chunk%blocks*attnBlock, chunk/blocks, &rt.scratch[worker])
+		blocks := (sg.n + attnBlock - 1) / attnBlock
+		rt.attend(sg, chunk%blocks*attnBlock, chunk/blocks, &rt.scratch[worker])
 	}
 }
 
 // matRows computes rows [r0, r1) of t for all rt.n input rows.
 func (rt *compute) matRows(t *matTask, r0, r1 int) {
 	w, n, cols := t.w, rt.n, t.w.cols
-	if n == 1 {
+	if w.packed {
+		kernels.MatMulPackedQ8_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
+	} else if n == 1 {
 		out := t.out[r0:r1]
 		switch w.typ {
 		case gguf.TypeF32:
@@ -424,12 +476,13 @@ type attnScratch struct {
 	out   []float32 // [attnBlock][headDim]
 }
 
-// attnChunks is the number of (query head, row block) chunks of the batch.
-func (rt *compute) attnChunks() int {
-	if rt.groupedAttn() {
+// segChunks is the number of attention chunks of one segment: (query head,
+// row block) pairs, or one per KV head for grouped decoding attention.
+func (rt *compute) segChunks(sg *segment) int {
+	if rt.groupedAttn(sg) {
 		return rt.hp.kvHeads
 	}
-	return rt.hp.heads * ((rt.n + attnBlock - 1) / attnBlock)
+	return rt.hp.heads * ((sg.n + attnBlock - 1) / attnBlock)
 }
 
 // groupedAttnMinPos is the context length from which decoding attends per KV
@@ -442,22 +495,24 @@ const groupedAttnMinPos = 256
 // groupedAttn reports whether one decoded token's attention runs per KV head
 // (attendGroup): the query heads sharing a KV head then read its keys and
 // values once instead of once each.
-func (rt *compute) groupedAttn() bool {
-	return rt.n == 1 && rt.pos0 >= groupedAttnMinPos && rt.hp.heads/rt.hp.kvHeads <= attnBlock
+func (rt *compute) groupedAttn(sg *segment) bool {
+	return sg.n == 1 && sg.pos0 >= groupedAttnMinPos && rt.hp.heads/rt.hp.kvHeads <= attnBlock
 }
 
 // attendGroup is attend for one decoded token and all query heads of KV
 // head g, as a batch of heads/kvHeads query rows. Each (query, position)
 // pair goes through the same kernel tile as in attend, so results are
 // bit-identical to attending head by head.
-func (rt *compute) attendGroup(g int, sc *attnScratch) {
-	hp, kv := rt.hp, rt.kv
+func (rt *compute) attendGroup(sg *segment, g int, sc *attnScratch) {
+	hp, kv := rt.hp, sg.kv
 	hd, capPos := hp.headDim, kv.cap
 	grp := hp.heads / hp.kvHeads
 	kc := kv.head(kv.k[rt.layer], g) // [cap][hd]
 	vt := kv.head(kv.v[rt.layer], g) // [hd][cap]
-	npos := rt.pos0 + 1
-	q := rt.q[g*grp*hd : (g+1)*grp*hd] // the group's heads are adjacent
+	npos := sg.pos0 + 1
+	qDim := hp.qDim()
+	row := sg.start * qDim
+	q := rt.q[row+g*grp*hd : row+(g+1)*grp*hd] // the group's heads are adjacent
 	probs := sc.probs[:grp*capPos]
 	kernels.MatMulF32(probs, capPos, kc, hd, 0, npos, q, grp)
 	// Only the first npos probabilities of a row are non-zero: P·V reads
@@ -466,11 +521,11 @@ func (rt *compute) attendGroup(g int, sc *attnScratch) {
 	// zeros, so the sums are unchanged.
 	cols := min((npos+7)&^7, capPos)
 	for j := 0; j < grp; j++ {
-		row := probs[j*capPos : (j+1)*capPos]
-		rt.softmaxRow(row[:npos])
-		clear(row[npos:cols])
+		pr := probs[j*capPos : (j+1)*capPos]
+		rt.softmaxRow(pr[:npos])
+		clear(pr[npos:cols])
 	}
-	kernels.MatMulF32Ld(rt.att[g*grp*hd:(g+1)*grp*hd], hd, vt, capPos, cols, 0, hd, probs, capPos, grp)
+	kernels.MatMulF32Ld(rt.att[row+g*grp*hd:row+(g+1)*grp*hd], hd, vt, capPos, cols, 0, hd, probs, capPos, grp)
 }
 
 // softmaxRow scales s by attScale and replaces it with its softmax.
@@ -495,14 +550,15 @@ func (rt *compute) softmaxRow(s []float32) {
 
 // attend computes softmax(q·Kᵀ/√d + causal mask)·V for query head h and
 // batch rows [j0, j0+attnBlock) with two matrix products per block.
-func (rt *compute) attend(j0, h int, sc *attnScratch) {
-	hp, kv := rt.hp, rt.kv
+func (rt *compute) attend(sg *segment, j0, h int, sc *attnScratch) {
+	hp, kv := rt.hp, sg.kv
 	hd, qDim, capPos := hp.headDim, hp.qDim(), kv.cap
-	nb := min(attnBlock, rt.n-j0)
+	nb := min(attnBlock, sg.n-j0)
 	g := h / (hp.heads / hp.kvHeads)
 	kc := kv.head(kv.k[rt.layer], g) // [cap][hd]
 	vt := kv.head(kv.v[rt.layer], g) // [hd][cap]
-	npos := rt.pos0 + j0 + nb        // positions the last row of the block sees
+	npos := sg.pos0 + j0 + nb        // positions the last row of the block sees
+	j0 += sg.start                   // batch row of the block's first query
 	q := sc.q[:nb*hd]
 	for j := 0; j < nb; j++ {
 		copy(q[j*hd:(j+1)*hd], rt.q[(j0+j)*qDim+h*hd:(j0+j)*qDim+(h+1)*hd])
@@ -515,7 +571,7 @@ func (rt *compute) attend(j0, h int, sc *attnScratch) {
 	}
 	for j := 0; j < nb; j++ {
 		row := probs[j*capPos : (j+1)*capPos]
-		seen := rt.pos0 + j0 + j + 1 // causal: row j sees positions [0, seen)
+		seen := npos - nb + j + 1 // causal: row j sees positions [0, seen)
 		rt.softmaxRow(row[:seen])
 		clear(row[seen:])
 	}
@@ -541,6 +597,10 @@ func embedRow(dst []float32, w *weight, id int) {
 	case gguf.TypeF32:
 		copy(dst, w.f32[id*w.cols:(id+1)*w.cols])
 	default:
+		if w.packed {
+			kernels.DequantizePackedQ8_0Row(dst, w.raw, w.cols, id)
+			return
+		}
 		rb := w.rowBytes()
 		src := w.raw[id*rb : (id+1)*rb]
 		switch w.typ {

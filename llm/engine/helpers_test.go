@@ -45,6 +45,13 @@ func loadRef(t testing.TB, path string) *fixtureRef {
 
 // testModel loads a GGUF's weights (no tokenizer) for forward-pass tests.
 func testModel(t testing.TB, path string) (*gguf.File, *model) {
+	return testModelLayout(t, path, true)
+}
+
+// testModelLayout loads a model the way Open does (weights copied out of
+// the mapping), with Q8_0 matrices repacked for the batched kernels or kept
+// in the file's row layout.
+func testModelLayout(t testing.TB, path string, repack bool) (*gguf.File, *model) {
 	t.Helper()
 	f, err := gguf.Open(path)
 	if err != nil {
@@ -55,6 +62,11 @@ func testModel(t testing.TB, path string) (*gguf.File, *model) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	release, err := m.copyWeights(repack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { release() })
 	return f, m
 }
 

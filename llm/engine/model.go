@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/voxpipe/voxpipe/cgo/kernels"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
 
@@ -49,6 +50,21 @@ type weight struct {
 	cols int // ne0, the contiguous dimension
 	raw  []byte
 	f32  []float32 // raw viewed as float32 when typ is F32
+	// packed: raw holds Q8_0 rows in kernels.PackQ8_0's layout (set by
+	// copyWeights), which the batched kernels read.
+	packed bool
+	noPack bool // keep the file's layout (Config.NoRepack)
+}
+
+// packable reports whether copyWeights repacks w for the batched kernels.
+func (w *weight) packable() bool { return w.typ == gguf.TypeQ8_0 && w.rows > 1 && !w.noPack }
+
+// storedBytes is the size of w once copied (packed or not).
+func (w *weight) storedBytes() int {
+	if w.packable() {
+		return kernels.PackedQ8_0Size(w.rows, w.cols)
+	}
+	return len(w.raw)
 }
 
 // rowBytes is the storage size of one row.
@@ -319,12 +335,17 @@ func (m *model) weights() []*weight {
 // thread): 365-650 ms CPU from the 4 KiB page-cache mapping against 63-110
 // ms from anonymous memory. The resident size stays about the same (the
 // copy replaces the mapped pages); loading reads the file once more.
-func (m *model) copyWeights() (release func() error, err error) {
+func (m *model) copyWeights(repack bool) (release func() error, err error) {
 	const align = 64
 	ws := m.weights()
+	if !repack {
+		for _, w := range ws {
+			w.noPack = true
+		}
+	}
 	total := 0
 	for _, w := range ws {
-		total += (len(w.raw) + align - 1) &^ (align - 1)
+		total += (w.storedBytes() + align - 1) &^ (align - 1)
 	}
 	arena, release, err := allocArena(total)
 	if err != nil {
@@ -332,9 +353,14 @@ func (m *model) copyWeights() (release func() error, err error) {
 	}
 	off := 0
 	for _, w := range ws {
-		n := len(w.raw)
+		n := w.storedBytes()
 		dst := arena[off : off+n : off+n]
-		copy(dst, w.raw)
+		if w.packable() {
+			kernels.PackQ8_0(dst, w.raw, w.rows, w.cols)
+			w.packed = true
+		} else {
+			copy(dst, w.raw)
+		}
 		dropMapped(w.raw)
 		w.raw = dst
 		if w.typ == gguf.TypeF32 {

@@ -40,9 +40,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
-	"github.com/voxpipe/voxpipe/llm/engine/tokenizer"
 )
 
 // specMaxK bounds the proposals per round.
@@ -239,7 +237,7 @@ func openDraft(cfg Config, target *gguf.File, targetModel *model) (*draftModel, 
 	}
 	release := func() error { return nil }
 	if !cfg.InPlace {
-		if release, err = m.copyWeights(); err != nil {
+		if release, err = m.copyWeights(!cfg.NoRepack); err != nil {
 			return fail(fmt.Errorf("engine: draft weights memory: %w", err))
 		}
 	}
@@ -340,7 +338,7 @@ func lookupDraft(history []int32, dst []int32) int {
 // proposeDraft runs the draft model over the target's tokens plus the
 // chosen token (only what its cache lacks) and proposes k tokens. In
 // sampling mode it fills sp.q with the distributions it drew from.
-func (e *Engine) proposeDraft(ctx context.Context, history []int32, k int, sampling bool) (int, error) {
+func (e *Engine) proposeDraft(ctx context.Context, samp *sampler, history []int32, k int, sampling bool) (int, error) {
 	sp, d := e.spec, e.spec.draft
 	cached := commonPrefix(d.seq.tokens, history)
 	if cached == len(history) {
@@ -352,20 +350,20 @@ func (e *Engine) proposeDraft(ctx context.Context, history []int32, k int, sampl
 	}
 	d.seq.tokens = append(d.seq.tokens, history[cached:]...)
 	vocab := e.model.hp.vocab
-	head, filled := sp.saveWindow(e.samp)
-	defer sp.restoreWindow(e.samp, head, filled)
+	head, filled := sp.saveWindow(samp)
+	defer sp.restoreWindow(samp, head, filled)
 	props := sp.batch[1:]
 	for j := 0; j < k; j++ {
 		var id int32
 		if sampling {
 			q := sp.q[j*vocab : (j+1)*vocab]
-			e.samp.dist(d.rt.logits, q)
-			id = e.samp.draw(q, 1)
+			samp.dist(d.rt.logits, q)
+			id = samp.draw(q, 1)
 		} else {
-			id = e.samp.sample(d.rt.logits)
+			id = samp.sample(d.rt.logits)
 		}
 		props[j] = id
-		e.samp.accept(id)
+		samp.accept(id)
 		if j == k-1 {
 			break
 		}
@@ -382,125 +380,90 @@ func (e *Engine) proposeDraft(ctx context.Context, history []int32, k int, sampl
 	return k, nil
 }
 
-// generation is the state of one decode: committing a token streams it and
-// says whether decoding must end.
-type generation struct {
-	e         *Engine
-	r         *request // nil: tokens are only recorded (Bench)
-	seq       *sequence
-	maxTokens int
-	count     int
-	stopped   bool    // a stop string ended the answer
-	plain     bool    // decode without speculation even when configured
-	ids       []int32 // recorded tokens when r is nil
-	stream    *tokenizer.TextStream
-}
-
-// commit streams id and reports whether the answer is complete.
-func (g *generation) commit(id int32) (end bool, err error) {
-	e := g.e
-	if e.tok.IsEOG(id) {
-		return true, nil
-	}
-	g.count++
-	e.samp.accept(id)
-	if g.r == nil {
-		g.ids = append(g.ids, id)
-	} else {
-		text, stopped := e.stop.push(g.stream.Add(id))
-		if text != "" && !g.r.send(llm.Token{Text: text}) {
-			return true, g.r.ctx.Err()
-		}
-		if stopped {
-			g.stopped = true
-			return true, nil
-		}
-	}
-	return g.count >= g.maxTokens, nil
-}
-
-// decode continues g.seq from the target logits in e.rt.logits until the
-// answer ends, speculating when a drafter is configured.
-func (e *Engine) decode(ctx context.Context, g *generation) error {
+// specRound runs one round for a decoding generation: the pending token
+// plus up to k drafted proposals through the target in one pass, the
+// longest agreeing prefix committed, then one token of the target's own.
+// With k = 0 (the drafter cannot win at the current acceptance rate, or g
+// is plain) it is an ordinary one-token step. Ending conditions and errors
+// land in g.ended / g.err.
+func (e *Engine) specRound(ctx context.Context, g *generation) {
 	seq, sp := g.seq, e.spec
 	if g.plain {
 		sp = nil
 	}
+	pending := g.pending
+	pos := len(seq.tokens)
+	if pos >= e.cfg.ContextSize {
+		g.ended = true
+		return
+	}
 	vocab := e.model.hp.vocab
-	sampling := e.samp.p.temperature > 0
-	pending := e.samp.sample(e.rt.logits)
-	for {
-		if end, err := g.commit(pending); end || err != nil {
-			return err
+	sampling := g.samp.p.temperature > 0
+	fail := func(err error) { g.ended, g.err = true, err }
+	k := 0
+	if sp != nil {
+		k = min(sp.chooseK(), g.maxTokens-g.count, e.cfg.ContextSize-pos-1)
+	}
+	if k > 0 {
+		seq.tokens = append(seq.tokens, pending) // history for the drafter; trimmed below
+		var err error
+		if sp.draft != nil {
+			k, err = e.proposeDraft(ctx, g.samp, seq.tokens, k, sampling)
+		} else {
+			k = lookupDraft(seq.tokens, sp.batch[1:1+k])
 		}
-		pos := len(seq.tokens)
-		if pos >= e.cfg.ContextSize {
-			return nil
+		seq.tokens = seq.tokens[:pos]
+		if err != nil {
+			fail(err)
+			return
 		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		k := 0
-		if sp != nil {
-			k = min(sp.chooseK(), g.maxTokens-g.count, e.cfg.ContextSize-pos-1)
-		}
-		if k > 0 {
-			seq.tokens = append(seq.tokens, pending) // history for the drafter; trimmed below
-			var err error
-			if sp.draft != nil {
-				k, err = e.proposeDraft(ctx, seq.tokens, k, sampling)
-			} else {
-				k = lookupDraft(seq.tokens, sp.batch[1:1+k])
-			}
-			seq.tokens = seq.tokens[:pos]
-			if err != nil {
-				return err
-			}
-		}
-		if k == 0 {
-			e.one[0] = pending
-			if err := e.rt.forward(ctx, seq.kv, e.one[:], pos, nil); err != nil {
-				return err
-			}
-			seq.tokens = append(seq.tokens, pending)
-			pending = e.samp.sample(e.rt.logits)
-			continue
-		}
-		sp.batch[0] = pending
-		all := sp.all[:(k+1)*vocab]
-		if err := e.rt.forward(ctx, seq.kv, sp.batch[:k+1], pos, all); err != nil {
-			return err
+	}
+	if k == 0 {
+		e.one[0] = pending
+		if err := e.rt.forward(ctx, seq.kv, e.one[:], pos, nil); err != nil {
+			fail(err)
+			return
 		}
 		seq.tokens = append(seq.tokens, pending)
-		sp.stats.Rounds++
-		sp.stats.Drafted += k
-		next := int32(-1)
-		for j := 0; j < k; j++ {
-			d := sp.batch[1+j]
-			row := all[j*vocab : (j+1)*vocab]
-			if !sampling {
-				next = e.samp.sample(row)
-			} else {
-				e.samp.dist(row, sp.p)
-				next = sp.verifySampled(e.samp, j, d)
-			}
-			accepted := next == d
-			sp.observe(accepted)
-			if !accepted {
-				break
-			}
-			sp.stats.Accepted++
-			seq.tokens = append(seq.tokens, d)
-			next = -1
-			if end, err := g.commit(d); end || err != nil {
-				return err
-			}
-		}
-		if next < 0 { // every proposal kept: the target adds one more
-			next = e.samp.sample(all[k*vocab : (k+1)*vocab])
-		}
-		pending = next
+		g.advance(g.samp.sample(e.rt.logits))
+		return
 	}
+	sp.batch[0] = pending
+	all := sp.all[:(k+1)*vocab]
+	if err := e.rt.forward(ctx, seq.kv, sp.batch[:k+1], pos, all); err != nil {
+		fail(err)
+		return
+	}
+	seq.tokens = append(seq.tokens, pending)
+	sp.stats.Rounds++
+	sp.stats.Drafted += k
+	next := int32(-1)
+	for j := 0; j < k; j++ {
+		d := sp.batch[1+j]
+		row := all[j*vocab : (j+1)*vocab]
+		if !sampling {
+			next = g.samp.sample(row)
+		} else {
+			g.samp.dist(row, sp.p)
+			next = sp.verifySampled(g.samp, j, d)
+		}
+		accepted := next == d
+		sp.observe(accepted)
+		if !accepted {
+			break
+		}
+		sp.stats.Accepted++
+		seq.tokens = append(seq.tokens, d)
+		next = -1
+		if end, err := g.commit(d); end || err != nil {
+			g.ended, g.err = true, err
+			return
+		}
+	}
+	if next < 0 { // every proposal kept: the target adds one more
+		next = g.samp.sample(all[k*vocab : (k+1)*vocab])
+	}
+	g.advance(next)
 }
 
 // verifySampled applies the speculative-sampling rule to proposal d at
@@ -553,9 +516,18 @@ func (e *Engine) decodeIDs(ctx context.Context, prompt []int32, p samplerParams,
 	}
 	prefill = time.Since(start)
 	e.samp.reset(p, prompt)
-	g := &generation{e: e, seq: seq, maxTokens: maxTokens, ids: make([]int32, 0, maxTokens), plain: !speculate}
+	g := &generation{e: e, seq: seq, samp: e.samp, maxTokens: maxTokens, ids: make([]int32, 0, maxTokens), plain: !speculate || e.spec == nil, decoding: true}
 	start = time.Now()
-	err = e.decode(ctx, g)
+	g.advance(g.samp.sample(e.rt.logits))
+	for !g.ended {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		e.specRound(ctx, g)
+	}
+	if err == nil {
+		err = g.err
+	}
 	return g.ids, prefill, time.Since(start), err
 }
 

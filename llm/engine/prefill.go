@@ -1,0 +1,35 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/voxpipe/voxpipe/llm"
+)
+
+var _ llm.Prefiller = (*Engine)(nil)
+
+// Prefill implements llm.Prefiller (early start): it renders and tokenises
+// req as Stream would and runs the prompt into the KV cache kept for
+// req.Conversation, so that a following Stream for that conversation only
+// processes what differs. It joins the batch like any request but gets
+// rows only after the answers' prompts, and a Stream for the same
+// conversation takes the sequence over at once, keeping what was done.
+// It returns llm.ErrBusy instead of waiting when the queue is full.
+func (e *Engine) Prefill(ctx context.Context, req llm.Request) (int, error) {
+	if len(req.Messages) == 0 {
+		return 0, ErrEmptyPrompt
+	}
+	if req.Conversation == "" {
+		return 0, ErrNoConversation
+	}
+	r := &request{ctx: ctx, req: req, prefillOnly: true, done: make(chan struct{})}
+	if err := e.enqueue(r); err != nil {
+		return 0, err
+	}
+	select {
+	case <-r.done:
+		return r.processed, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
