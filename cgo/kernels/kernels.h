@@ -17,6 +17,10 @@ void kn_matvec_f32_ld_avx2(float *out, const float *w, int64_t ldw, int64_t cols
 void kn_matvec_f16_avx2(float *out, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x);
 void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols, int64_t r0, int64_t r1, const float *x, int64_t n);
 
+void kn_swiglu_avx2(float *g, const float *u, int64_t n);
+void kn_softmax_avx2(float *s, int64_t n, float scale);
+void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
+
 // Quantized products, one set per tier.
 void kn_matvec_q8_0_avx2(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);
 void kn_matvec_q4_0_avx2(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);

@@ -195,6 +195,159 @@ void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols
 	}
 }
 
+// exp8 is e^x for 8 floats with the algorithm of the portable expf (generic.go): x = n·ln2 + r,
+// |r| ≤ ln2/2, a degree-6 polynomial for e^r, and 2^n built in the exponent bits; inputs below
+// −87.3 give 0 and above 88.4 give +Inf.
+static inline __m256 exp8(__m256 x) {
+	const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365447505531f);
+	const __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ), under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+	x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+	const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+		_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+	__m256 p = _mm256_set1_ps(1.9875691500e-4f);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+	p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.f)));
+	const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+	__m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+	y = _mm256_blendv_ps(y, _mm256_setzero_ps(), under);
+	return _mm256_blendv_ps(y, _mm256_set1_ps(__builtin_inff()), over);
+}
+
+// kn_swiglu_avx2: g[i] = silu(g[i])·u[i] = g[i]/(1+e^−g[i])·u[i].
+void kn_swiglu_avx2(float *g, const float *u, int64_t n) {
+	int64_t i = 0;
+	const __m256 one = _mm256_set1_ps(1.f);
+	for (; i + 8 <= n; i += 8) {
+		const __m256 a = _mm256_loadu_ps(g + i);
+		const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), a));
+		_mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(a, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+	}
+	if (i < n) { // the tail through a padded vector, so every element gets the same arithmetic
+		float ga[8] = {0}, ua[8] = {0};
+		memcpy(ga, g + i, (n - i) * sizeof(float));
+		memcpy(ua, u + i, (n - i) * sizeof(float));
+		kn_swiglu_avx2(ga, ua, 8);
+		memcpy(g + i, ga, (n - i) * sizeof(float));
+	}
+}
+
+// kn_softmax_avx2 replaces s[0:n] by softmax(scale·s).
+void kn_softmax_avx2(float *s, int64_t n, float scale) {
+	const __m256 sc = _mm256_set1_ps(scale);
+	__m256 mx = _mm256_set1_ps(-__builtin_inff());
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + i), sc);
+		_mm256_storeu_ps(s + i, v);
+		mx = _mm256_max_ps(mx, v);
+	}
+	float m = -__builtin_inff();
+	for (; i < n; i++) {
+		s[i] *= scale;
+		m = s[i] > m ? s[i] : m;
+	}
+	float mv[8];
+	_mm256_storeu_ps(mv, mx);
+	for (int k = 0; k < 8; k++)
+		m = mv[k] > m ? mv[k] : m;
+	const __m256 m8 = _mm256_set1_ps(m);
+	__m256 sum = _mm256_setzero_ps();
+	for (i = 0; i + 8 <= n; i += 8) {
+		const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + i), m8));
+		_mm256_storeu_ps(s + i, e);
+		sum = _mm256_add_ps(sum, e);
+	}
+	float tail[8] = {0};
+	const int64_t rest = n - i;
+	if (rest > 0) {
+		float t[8];
+		for (int k = 0; k < 8; k++)
+			t[k] = k < rest ? s[i + k] - m : -__builtin_inff();
+		_mm256_storeu_ps(tail, exp8(_mm256_loadu_ps(t)));
+		for (int k = 0; k < rest; k++)
+			s[i + k] = tail[k];
+		sum = _mm256_add_ps(sum, _mm256_loadu_ps(tail));
+	}
+	const float inv = 1.f / hsum8(sum);
+	const __m256 iv = _mm256_set1_ps(inv);
+	for (i = 0; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), iv));
+	for (; i < n; i++)
+		s[i] *= inv;
+}
+
+// hsum8x8 returns the eight horizontal sums of a[0..7] in lanes 0..7. Each sum is formed as
+// ((e0+e1)+(e2+e3))+((e4+e5)+(e6+e7)), the order dot_row uses for a single vector.
+static inline __m256 hsum8x8(const __m256 *a) {
+	const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+	const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+	const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// dot_acc accumulates q·r over hd floats (hd a multiple of 8) into one 8-lane vector, in order.
+static inline __m256 dot_acc(const float *q, const float *r, int64_t hd) {
+	__m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(r));
+	for (int64_t c = 8; c < hd; c += 8)
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(r + c), acc);
+	return acc;
+}
+
+// dot_row is one score with exactly hsum8x8's summation order.
+static inline float dot_row(const float *q, const float *r, int64_t hd) {
+	__m256 a[8];
+	a[0] = dot_acc(q, r, hd);
+	for (int i = 1; i < 8; i++)
+		a[i] = a[0];
+	float s[8];
+	_mm256_storeu_ps(s, hsum8x8(a));
+	return s[0];
+}
+
+// kn_attend_avx2 is decoder attention for one query row and one KV head: for each of the nq query
+// heads sharing the KV head (q: nq rows of hd floats, adjacent), scores s[t] = q·K[t] over the npos
+// visible positions, softmax(scale·s), and out = Σ_t p[t]·V[t]; keys and values are rows of hd
+// floats (hd a multiple of 8). probs holds npos floats of scratch. Scores are taken eight positions
+// at a time with one transposing reduction; values are accumulated row by row, so no horizontal
+// sum is needed there. Every row goes through the same operations whatever else is in the batch.
+void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos,
+		int64_t nq, float scale, float *probs) {
+	for (int64_t h = 0; h < nq; h++) {
+		const float *qh = q + h * hd;
+		int64_t t = 0;
+		for (; t + 8 <= npos; t += 8) {
+			__m256 a[8];
+			for (int i = 0; i < 8; i++)
+				a[i] = dot_acc(qh, k + (t + i) * hd, hd);
+			_mm256_storeu_ps(probs + t, hsum8x8(a));
+		}
+		for (; t < npos; t++)
+			probs[t] = dot_row(qh, k + t * hd, hd);
+		kn_softmax_avx2(probs, npos, scale);
+		float *oh = out + h * hd;
+		for (int64_t d0 = 0; d0 < hd; d0 += 64) {
+			const int nv = hd - d0 >= 64 ? 8 : (int)((hd - d0) / 8);
+			__m256 acc[8];
+			for (int i = 0; i < nv; i++)
+				acc[i] = _mm256_setzero_ps();
+			for (t = 0; t < npos; t++) {
+				const __m256 p = _mm256_broadcast_ss(probs + t);
+				const float *vr = v + t * hd + d0;
+				for (int i = 0; i < nv; i++)
+					acc[i] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8 * i), acc[i]);
+			}
+			for (int i = 0; i < nv; i++)
+				_mm256_storeu_ps(oh + d0 + 8 * i, acc[i]);
+		}
+	}
+}
+
 #define KN_VNNI 0
 #define KN_TW4 3 // weight rows per 4-activation-row tile (AVX2: 16 ymm registers)
 #define KN_FN(name) name##_avx2

@@ -107,3 +107,14 @@ func simdMatMulPackedQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r
 	C.kn_matmul_q8_0x8_avx2(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
 		u8p(xq), C.int64_t(n))
 }
+
+func simdSwiGLU(g, u []float32) { C.kn_swiglu_avx2(f32p(g), f32p(u), C.int64_t(len(g))) }
+
+func simdSoftmax(s []float32, scale float32) {
+	C.kn_softmax_avx2(f32p(s), C.int64_t(len(s)), C.float(scale))
+}
+
+func simdAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
+	C.kn_attend_avx2(f32p(out), f32p(q), f32p(k), f32p(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
+		C.float(scale), f32p(probs))
+}

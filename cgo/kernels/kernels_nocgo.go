@@ -43,3 +43,10 @@ func simdMatMulF32Ld(out []float32, ldo int, w []float32, ldw, cols, r0, r1 int,
 func simdMatMulPackedQ8_0(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
 	genericMatMulPackedQ8_0(out, ldo, w, cols, r0, r1, xq, n)
 }
+
+func simdSwiGLU(g, u []float32)              { genericSwiGLU(g, u) }
+func simdSoftmax(s []float32, scale float32) { genericSoftmax(s, scale) }
+
+func simdAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
+	genericAttend(out, q, k, v, hd, npos, nq, scale, probs)
+}

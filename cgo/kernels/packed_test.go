@@ -106,7 +106,7 @@ func TestPackedQ8_0Bounds(t *testing.T) {
 // the time per call: batching pays when time(n) grows much slower than n.
 func BenchmarkPackedVsPlain(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	for _, sh := range []struct{ rows, cols int }{{1408, 512}, {512, 1408}} {
+	for _, sh := range []struct{ rows, cols int }{{1408, 512}, {512, 1408}, {49152, 576}} {
 		wf := randF32(rng, sh.rows*sh.cols, 0.02)
 		w := quantQ8(wf)
 		wp := make([]byte, PackedQ8_0Size(sh.rows, sh.cols))

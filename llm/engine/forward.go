@@ -32,11 +32,10 @@ type matTask struct {
 }
 
 // kvCache holds the keys and values of one sequence, F32, per layer and
-// KV head: keys as [position][headDim] and values transposed as
-// [headDim][position], so both q·Kᵀ and P·V are plain matrix products over
-// contiguous rows.
+// KV head, each as [position][headDim]: a query row's scores read key rows
+// and its output accumulates value rows (kernels.Attend), both contiguous.
 type kvCache struct {
-	k, v    [][]float32 // per layer: k [kvHeads][cap][headDim], v [kvHeads][headDim][cap]
+	k, v    [][]float32 // per layer: [kvHeads][cap][headDim]
 	kvHeads int
 	headDim int
 	cap     int // positions allocated
@@ -65,9 +64,7 @@ func (c *kvCache) reserve(n int) {
 		if c.cap > 0 {
 			for g := 0; g < c.kvHeads; g++ {
 				copy(k[g*newCap*hd:], c.k[l][g*c.cap*hd:(g+1)*c.cap*hd])
-				for d := 0; d < hd; d++ {
-					copy(v[(g*hd+d)*newCap:], c.v[l][(g*hd+d)*c.cap:(g*hd+d+1)*c.cap])
-				}
+				copy(v[g*newCap*hd:], c.v[l][g*c.cap*hd:(g+1)*c.cap*hd])
 			}
 		}
 		c.k[l], c.v[l] = k, v
@@ -96,15 +93,15 @@ type compute struct {
 	ctxSize  int
 	pool     *pool
 
-	x, xb    []float32     // [batch][dim] residual stream and normed/scratch rows
-	xq       []byte        // Q8_0 rows of the current matmul input
-	q, k, v  []float32     // [batch][qDim|kvDim|vDim]
-	att      []float32     // [batch][qDim]
-	gate, up []float32     // [batch][ffn]
-	logits   []float32     // [vocab] logits of the last token
-	scratch  []attnScratch // per worker
-	invFreq  []float64     // RoPE inverse frequencies
-	cos, sin []float32     // [batch][ropeDims/2]
+	x, xb    []float32   // [batch][dim] residual stream and normed/scratch rows
+	xq       []byte      // Q8_0 rows of the current matmul input
+	q, k, v  []float32   // [batch][qDim|kvDim|vDim]
+	att      []float32   // [batch][qDim]
+	gate, up []float32   // [batch][ffn]
+	logits   []float32   // [vocab] logits of the last token
+	scratch  [][]float32 // per worker: attention probabilities, ctxSize floats
+	invFreq  []float64   // RoPE inverse frequencies
+	cos, sin []float32   // [batch][ropeDims/2]
 	attScale float32
 
 	// Current job parameters, written by the scheduler before pool.run.
@@ -114,10 +111,9 @@ type compute struct {
 	segs   []segment // the batch's sequences, in row order
 	layer  int
 
-	oneSeg  [1]segment // forward's single segment
-	rowIdx  []int32    // 0, 1, ..., maxBatch-1: "every row" for logitsFor
-	rowSeg  []int32    // [batch] index into segs of each row
-	attnEnd []int      // per segment: attention chunks up to and including it
+	oneSeg [1]segment // forward's single segment
+	rowIdx []int32    // 0, 1, ..., maxBatch-1: "every row" for logitsFor
+	rowSeg []int32    // [batch] index into segs of each row
 }
 
 // segment is one sequence's run of consecutive rows in a batched forward
@@ -146,13 +142,9 @@ func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
 	rt.gate = make([]float32, b*hp.ffn)
 	rt.up = make([]float32, b*hp.ffn)
 	rt.logits = make([]float32, hp.vocab)
-	rt.scratch = make([]attnScratch, threads)
+	rt.scratch = make([][]float32, threads)
 	for i := range rt.scratch {
-		rt.scratch[i] = attnScratch{
-			q:     make([]float32, attnBlock*hp.headDim),
-			probs: make([]float32, attnBlock*ctxSize),
-			out:   make([]float32, attnBlock*hp.headDim),
-		}
+		rt.scratch[i] = make([]float32, ctxSize)
 	}
 	half := hp.ropeDims / 2
 	rt.invFreq = make([]float64, half)
@@ -172,7 +164,6 @@ func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
 	}
 	rt.rowSeg = make([]int32, b)
 	rt.segs = make([]segment, 0, b)
-	rt.attnEnd = make([]int, b)
 	rt.pool = newPool(threads, rt)
 	return rt
 }
@@ -272,7 +263,6 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 	dim, qDim, kvDim, ffn := hp.dim, hp.qDim(), hp.kvDim(), hp.ffn
 	rt.n = n
 	rt.segs = append(rt.segs[:0], segs...)
-	chunks := 0
 	for si := range rt.segs {
 		sg := &rt.segs[si]
 		if sg.pos0+sg.n > sg.kv.max {
@@ -282,8 +272,6 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 		for j := sg.start; j < sg.start+sg.n; j++ {
 			rt.rowSeg[j] = int32(si)
 		}
-		chunks += rt.segChunks(sg)
-		rt.attnEnd[si] = chunks
 	}
 
 	for j, id := range tokens {
@@ -345,13 +333,10 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 			vj := rt.v[j*kvDim : (j+1)*kvDim]
 			for g := 0; g < hp.kvHeads; g++ {
 				copy(kv.head(kv.k[l], g)[p*hd:(p+1)*hd], kj[g*hd:(g+1)*hd])
-				vt := kv.head(kv.v[l], g)
-				for d, x := range vj[g*hd : (g+1)*hd] {
-					vt[d*kv.cap+p] = x
-				}
+				copy(kv.head(kv.v[l], g)[p*hd:(p+1)*hd], vj[g*hd:(g+1)*hd])
 			}
 		}
-		rt.pool.run(opAttn, chunks)
+		rt.pool.run(opAttn, n*hp.kvHeads)
 		aq := rt.quantizeRows(rt.att, qDim, n, lw.wo)
 		rt.setTask(0, lw.wo, rt.att, aq, xb, dim, nil)
 		rt.runMats(opMat, 1)
@@ -405,27 +390,10 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 		rt.matRows(g, r0, r1)
 		rt.matRows(u, r0, r1)
 		for j := 0; j < rt.n; j++ {
-			gr := g.out[j*g.ldo+r0 : j*g.ldo+r1]
-			ur := u.out[j*u.ldo+r0 : j*u.ldo+r1]
-			for i, a := range gr {
-				gr[i] = a / (1 + expf(-a)) * ur[i]
-			}
+			kernels.SwiGLU(g.out[j*g.ldo+r0:j*g.ldo+r1], u.out[j*u.ldo+r0:j*u.ldo+r1])
 		}
 	case opAttn:
-		si := 0
-		for chunk >= rt.attnEnd[si] {
-			si++
-		}
-		sg := &rt.segs[si]
-		if si > 0 {
-			chunk -= rt.attnEnd[si-1]
-		}
-		if rt.groupedAttn(sg) {
-			rt.attendGroup(sg, chunk, &rt.scratch[worker])
-			return
-		}
-		blocks := (sg.n + attnBlock - 1) / attnBlock
-		rt.attend(sg, chunk%blocks*attnBlock, chunk/blocks, &rt.scratch[worker])
+		rt.attend(chunk/rt.hp.kvHeads, chunk%rt.hp.kvHeads, rt.scratch[worker])
 	}
 }
 
@@ -466,129 +434,22 @@ func (rt *compute) matRows(t *matTask, r0, r1 int) {
 	}
 }
 
-// attnBlock is how many batch rows one attention chunk handles.
-const attnBlock = 16
-
-// attnScratch is one worker's attention buffers.
-type attnScratch struct {
-	q     []float32 // [attnBlock][headDim] queries of one head
-	probs []float32 // [attnBlock][kv.cap] scores, then probabilities (zero past each row's end)
-	out   []float32 // [attnBlock][headDim]
-}
-
-// segChunks is the number of attention chunks of one segment: (query head,
-// row block) pairs, or one per KV head for grouped decoding attention.
-func (rt *compute) segChunks(sg *segment) int {
-	if rt.groupedAttn(sg) {
-		return rt.hp.kvHeads
-	}
-	return rt.hp.heads * ((sg.n + attnBlock - 1) / attnBlock)
-}
-
-// groupedAttnMinPos is the context length from which decoding attends per KV
-// head. Below it the fewer, larger chunks (3 for SmolLM2's 3 KV heads on 2
-// threads) balance worse than the saved key/value reads gain (SmolLM2-135M
-// Q8_0, 2 threads: empty context 133 vs 136 t/s, 300 positions within noise,
-// 1000 positions 84.5 vs 77.6 t/s).
-const groupedAttnMinPos = 256
-
-// groupedAttn reports whether one decoded token's attention runs per KV head
-// (attendGroup): the query heads sharing a KV head then read its keys and
-// values once instead of once each.
-func (rt *compute) groupedAttn(sg *segment) bool {
-	return sg.n == 1 && sg.pos0 >= groupedAttnMinPos && rt.hp.heads/rt.hp.kvHeads <= attnBlock
-}
-
-// attendGroup is attend for one decoded token and all query heads of KV
-// head g, as a batch of heads/kvHeads query rows. Each (query, position)
-// pair goes through the same kernel tile as in attend, so results are
-// bit-identical to attending head by head.
-func (rt *compute) attendGroup(sg *segment, g int, sc *attnScratch) {
-	hp, kv := rt.hp, sg.kv
-	hd, capPos := hp.headDim, kv.cap
-	grp := hp.heads / hp.kvHeads
-	kc := kv.head(kv.k[rt.layer], g) // [cap][hd]
-	vt := kv.head(kv.v[rt.layer], g) // [hd][cap]
-	npos := sg.pos0 + 1
-	qDim := hp.qDim()
-	row := sg.start * qDim
-	q := rt.q[row+g*grp*hd : row+(g+1)*grp*hd] // the group's heads are adjacent
-	probs := sc.probs[:grp*capPos]
-	kernels.MatMulF32(probs, capPos, kc, hd, 0, npos, q, grp)
-	// Only the first npos probabilities of a row are non-zero: P·V reads
-	// just those columns of Vᵀ, rounded up to the kernel's 8-wide steps so
-	// every column keeps its accumulator lane; the dropped terms were exact
-	// zeros, so the sums are unchanged.
-	cols := min((npos+7)&^7, capPos)
-	for j := 0; j < grp; j++ {
-		pr := probs[j*capPos : (j+1)*capPos]
-		rt.softmaxRow(pr[:npos])
-		clear(pr[npos:cols])
-	}
-	kernels.MatMulF32Ld(rt.att[row+g*grp*hd:row+(g+1)*grp*hd], hd, vt, capPos, cols, 0, hd, probs, capPos, grp)
-}
-
-// softmaxRow scales s by attScale and replaces it with its softmax.
-func (rt *compute) softmaxRow(s []float32) {
-	maxS := float32(math.Inf(-1))
-	for t, v := range s {
-		v *= rt.attScale
-		s[t] = v
-		maxS = max(maxS, v)
-	}
-	var sum float32
-	for t, v := range s {
-		e := expf(v - maxS)
-		s[t] = e
-		sum += e
-	}
-	inv := 1 / sum
-	for t := range s {
-		s[t] *= inv
-	}
-}
-
-// attend computes softmax(q·Kᵀ/√d + causal mask)·V for query head h and
-// batch rows [j0, j0+attnBlock) with two matrix products per block.
-func (rt *compute) attend(sg *segment, j0, h int, sc *attnScratch) {
-	hp, kv := rt.hp, sg.kv
-	hd, qDim, capPos := hp.headDim, hp.qDim(), kv.cap
-	nb := min(attnBlock, sg.n-j0)
-	g := h / (hp.heads / hp.kvHeads)
-	kc := kv.head(kv.k[rt.layer], g) // [cap][hd]
-	vt := kv.head(kv.v[rt.layer], g) // [hd][cap]
-	npos := sg.pos0 + j0 + nb        // positions the last row of the block sees
-	j0 += sg.start                   // batch row of the block's first query
-	q := sc.q[:nb*hd]
-	for j := 0; j < nb; j++ {
-		copy(q[j*hd:(j+1)*hd], rt.q[(j0+j)*qDim+h*hd:(j0+j)*qDim+(h+1)*hd])
-	}
-	probs := sc.probs[:nb*capPos]
-	if nb == 1 {
-		kernels.MatVecF32(probs[:npos], kc, hd, 0, npos, q)
-	} else {
-		kernels.MatMulF32(probs, capPos, kc, hd, 0, npos, q, nb)
-	}
-	for j := 0; j < nb; j++ {
-		row := probs[j*capPos : (j+1)*capPos]
-		seen := npos - nb + j + 1 // causal: row j sees positions [0, seen)
-		rt.softmaxRow(row[:seen])
-		clear(row[seen:])
-	}
-	out := sc.out[:nb*hd]
-	if nb == 1 {
-		// Only the first npos probabilities are non-zero: read just those
-		// columns of Vᵀ, rounded up to the kernel's 8-wide steps so every
-		// column keeps its accumulator lane and adding the dropped exact
-		// zeros could not have changed a sum, keeping results bit-identical.
-		cols := min((npos+7)&^7, capPos)
-		kernels.MatVecF32Ld(out, vt, capPos, cols, 0, hd, probs[:cols])
-	} else {
-		kernels.MatMulF32(out, hd, vt, capPos, 0, hd, probs, nb)
-	}
-	for j := 0; j < nb; j++ {
-		copy(rt.att[(j0+j)*qDim+h*hd:(j0+j)*qDim+(h+1)*hd], out[j*hd:(j+1)*hd])
-	}
+// attend computes softmax(q·Kᵀ/√d + causal mask)·V for batch row j and
+// the query heads sharing KV head g (adjacent in q), against the row's own
+// sequence: one chunk of the parallel attention job. Each row is computed
+// alone with the same operations whatever the batch holds, so prompts,
+// speculative verification and batched decoding give the very bits that
+// one-token decoding gives; the heads of a group read their keys and values
+// once.
+func (rt *compute) attend(j, g int, probs []float32) {
+	hp := rt.hp
+	sg := &rt.segs[rt.rowSeg[j]]
+	kv := sg.kv
+	hd, grp := hp.headDim, hp.heads/hp.kvHeads
+	npos := sg.pos0 + j - sg.start + 1 // causal: the row sees positions [0, npos)
+	off := j*hp.qDim() + g*grp*hd
+	kernels.Attend(rt.att[off:off+grp*hd], rt.q[off:off+grp*hd], kv.head(kv.k[rt.layer], g), kv.head(kv.v[rt.layer], g),
+		hd, npos, grp, rt.attScale, probs)
 }
 
 // embedRow writes row id of the embedding table as float32.
@@ -658,33 +519,4 @@ func addInto(dst, src []float32) {
 	for i := range dst {
 		dst[i] += src[i]
 	}
-}
-
-// expf is e^x in float32: range reduction to r in [-ln2/2, ln2/2] and a
-// degree-6 polynomial (relative error ~2e-7), several times faster than
-// math.Exp and good to float32 precision.
-func expf(x float32) float32 {
-	const (
-		log2e = 1.44269504088896341
-		ln2hi = 0.693359375
-		ln2lo = -2.12194440e-4
-	)
-	if x > 88.3762626647949 {
-		return float32(math.Inf(1))
-	}
-	if x < -87.3365447505531 {
-		return 0
-	}
-	// Round to nearest; the +256 keeps the operand positive so the
-	// truncating conversion acts as floor.
-	n := float32(int32(x*log2e+0.5+256) - 256)
-	r := x - n*ln2hi - n*ln2lo
-	p := float32(1.9875691500e-4)
-	p = p*r + 1.3981999507e-3
-	p = p*r + 8.3334519073e-3
-	p = p*r + 4.1665795894e-2
-	p = p*r + 1.6666665459e-1
-	p = p*r + 5.0000001201e-1
-	p = p*r*r + r + 1
-	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }

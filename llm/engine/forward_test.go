@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"math"
 	"sync/atomic"
 	"testing"
 
@@ -220,18 +219,3 @@ func benchPrompt(b *testing.B, typ gguf.Type, threads int) {
 func BenchmarkDecodeSmolQ8(b *testing.B)  { benchDecode(b, gguf.TypeQ8_0, 2) }
 func BenchmarkDecodeSmolF32(b *testing.B) { benchDecode(b, gguf.TypeF32, 2) }
 func BenchmarkPromptSmolQ8(b *testing.B)  { benchPrompt(b, gguf.TypeQ8_0, 2) }
-
-func TestExpfMatchesMathExp(t *testing.T) {
-	var worst float64
-	for x := float32(-87); x < 88; x += 0.001 {
-		want := math.Exp(float64(x))
-		got := float64(expf(x))
-		worst = max(worst, math.Abs(got-want)/want)
-	}
-	if worst > 1e-6 {
-		t.Errorf("expf relative error %.3g", worst)
-	}
-	if expf(-200) != 0 || !math.IsInf(float64(expf(200)), 1) {
-		t.Error("expf out-of-range handling")
-	}
-}

@@ -254,3 +254,42 @@ func askedAgain(t testing.TB, e *Engine, questions []string) [][]llm.Message {
 	}
 	return convs
 }
+
+// BenchmarkDemoBatchStep measures one continuous-batching decode step: s
+// sequences, one row each, 100 positions in, each with its own KV cache,
+// logits for every row. Read time(s)/time(1): aggregate speed-up is
+// s·time(1)/time(s).
+func BenchmarkDemoBatchStep(b *testing.B) {
+	target, _ := demoModels(b)
+	_, m := testModelLayout(b, target, true)
+	rt := newCompute(m, 2, 256, defaultBatch)
+	defer rt.close()
+	const pos = 100
+	prompt := make([]int32, pos)
+	for i := range prompt {
+		prompt[i] = int32(i * 7 % m.hp.vocab)
+	}
+	for _, s := range []int{1, 2, 4, 8, 16} {
+		b.Run(fmt.Sprintf("seqs=%d", s), func(b *testing.B) {
+			segs := make([]segment, s)
+			tokens := make([]int32, s)
+			for i := range segs {
+				kv := newKVCache(&m.hp, 256)
+				if err := rt.forward(nil, kv, prompt, 0, nil); err != nil {
+					b.Fatal(err)
+				}
+				segs[i] = segment{kv: kv, pos0: pos, start: i, n: 1}
+				tokens[i] = int32(i)
+			}
+			out := make([]float32, s*m.hp.vocab)
+			b.ResetTimer()
+			cpu0 := processCPU()
+			for i := 0; i < b.N; i++ {
+				if err := rt.forwardBatch(nil, tokens, segs, rt.rowIdx[:s], out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+		})
+	}
+}
