@@ -10,10 +10,12 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/voxpipe/voxpipe/cgo/kernels"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
@@ -25,9 +27,10 @@ const llmUsage = `usage: voxpipe llm <command> [flags]
 
 commands:
   run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N] [--draft D | --lookup]
-  bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json]
+  bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json] [--no-repack]
             [--draft D | --lookup] [--question Q ...] [--spec-tokens 128]
             speculative decoding: plain vs speculative greedy answers to ChatML questions
+            [--concurrency 1,2,4,8,16]   continuous batching: aggregate and per-sequence speed
   quantize  IN OUT --type q8_0|q4_0|f16|f32
   eval      --model M --file F [--draft D] [--limit N] [--json]   perplexity (and draft agreement) on held-out text
   synth     --shape smollm2-135m|qwen2.5-0.5b|llama-1b --type f32|q8_0|q4_0 [--seed S] OUT`
@@ -220,19 +223,30 @@ func streamTo(ctx context.Context, m llm.Model, req llm.Request, out io.Writer) 
 
 // benchReport is the --json output of llm bench.
 type benchReport struct {
-	Model            string      `json:"model"`
-	Threads          int         `json:"threads"`
-	Kernels          string      `json:"kernels"`
-	PromptTokens     int         `json:"prompt_tokens"`
-	DecodeTokens     int         `json:"decode_tokens"`
-	PromptTokensPerS float64     `json:"prompt_tokens_per_s"`
-	DecodeTokensPerS float64     `json:"decode_tokens_per_s"`
-	TTFTMs           float64     `json:"ttft_ms"`
-	LoadMs           float64     `json:"load_ms"`
-	PromptCPUSeconds float64     `json:"prompt_cpu_s"`
-	DecodeCPUSeconds float64     `json:"decode_cpu_s"`
-	PeakRSSBytes     int64       `json:"peak_rss_bytes"`
-	Spec             *specReport `json:"speculative,omitempty"`
+	Model            string       `json:"model"`
+	Threads          int          `json:"threads"`
+	Kernels          string       `json:"kernels"`
+	PromptTokens     int          `json:"prompt_tokens"`
+	DecodeTokens     int          `json:"decode_tokens"`
+	PromptTokensPerS float64      `json:"prompt_tokens_per_s"`
+	DecodeTokensPerS float64      `json:"decode_tokens_per_s"`
+	TTFTMs           float64      `json:"ttft_ms"`
+	LoadMs           float64      `json:"load_ms"`
+	PromptCPUSeconds float64      `json:"prompt_cpu_s"`
+	DecodeCPUSeconds float64      `json:"decode_cpu_s"`
+	PeakRSSBytes     int64        `json:"peak_rss_bytes"`
+	Spec             *specReport  `json:"speculative,omitempty"`
+	Concurrency      []concReport `json:"concurrency,omitempty"`
+}
+
+// concReport is one row of llm bench --concurrency.
+type concReport struct {
+	Sequences        int     `json:"sequences"`
+	AggregateTokensS float64 `json:"aggregate_tokens_per_s"`
+	AggregateSpeedup float64 `json:"aggregate_vs_one"` // aggregate over the first row's (1 sequence)
+	TokenDelayMs     float64 `json:"token_delay_ms"`   // per sequence, between tokens
+	DelayGrowth      float64 `json:"delay_vs_one"`
+	TTFTMs           float64 `json:"ttft_ms"` // per sequence, prompt included
 }
 
 // specReport is the speculative part of llm bench.
@@ -291,6 +305,8 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.Var(&questions, "question", "a user question for the speculative bench (repeatable; default: built-in set)")
 	specTokens := fs.Int("spec-tokens", 128, "maximum answer tokens per question in the speculative bench")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	concurrency := fs.String("concurrency", "", "continuous batching: comma-separated sequence counts decoded at once, e.g. 1,2,4,8,16")
+	noRepack := fs.Bool("no-repack", false, "keep Q8_0 weights in the file layout (one-row kernels), to compare")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -304,6 +320,19 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if err := sf.apply(&cfg); err != nil {
 		return err
+	}
+	cfg.NoRepack = *noRepack
+	var counts []int
+	if *concurrency != "" {
+		for _, f := range strings.Split(*concurrency, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 64 {
+				return fmt.Errorf("%w: llm bench: --concurrency wants counts from 1 to 64, got %q\n%s", errUsage, f, llmUsage)
+			}
+			counts = append(counts, n)
+			cfg.Sequences = max(cfg.Sequences, n)
+			cfg.QueueSize = max(cfg.QueueSize, n)
+		}
 	}
 	if cfg.ContextSize == 0 {
 		cfg.ContextSize = *promptTokens + *decodeTokens
@@ -328,6 +357,9 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if len(counts) > 0 {
+		return benchConcurrency(ctx, e, cfg, counts, *promptTokens, *decodeTokens, *asJSON, out)
 	}
 	res, err := e.Bench(ctx, *promptTokens, *decodeTokens)
 	if err != nil {
@@ -388,6 +420,40 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "spec     %s over %d questions, %d answer tokens, greedy identical: %v\n", sp.Drafter, sp.Prompts, sp.DecodeTokens, sp.Identical)
 		fmt.Fprintf(out, "         plain %.1f tokens/s, speculative %.1f tokens/s: speedup %.2fx\n", sp.PlainTokensPerS, sp.SpecTokensPerS, sp.Speedup)
 		fmt.Fprintf(out, "         acceptance %.1f%% (%d of %d drafted), mean accepted %.2f per pass (%d passes)\n", 100*sp.AcceptanceRate, sp.Accepted, sp.Drafted, sp.MeanAccepted, sp.Rounds)
+	}
+	fmt.Fprintf(out, "peak RSS %.1f MiB\n", float64(rep.PeakRSSBytes)/(1<<20))
+	return nil
+}
+
+// benchConcurrency runs the continuous-batching bench for each count and
+// prints aggregate throughput and per-sequence delay against the first.
+func benchConcurrency(ctx context.Context, e *engine.Engine, cfg engine.Config, counts []int, promptTokens, decodeTokens int, asJSON bool, out io.Writer) error {
+	rep := benchReport{Model: cfg.ModelPath, Threads: cfg.Threads, Kernels: kernels.Features(), PromptTokens: promptTokens, DecodeTokens: decodeTokens}
+	for i, n := range counts {
+		r, err := e.BenchConcurrent(ctx, n, promptTokens, decodeTokens)
+		if err != nil {
+			return err
+		}
+		c := concReport{
+			Sequences: n, AggregateTokensS: r.AggregateTokensPerS,
+			TokenDelayMs: float64(r.MeanTokenDelay.Microseconds()) / 1000, TTFTMs: float64(r.MeanTTFT.Microseconds()) / 1000,
+		}
+		if i > 0 {
+			c.AggregateSpeedup = c.AggregateTokensS / rep.Concurrency[0].AggregateTokensS
+			c.DelayGrowth = c.TokenDelayMs / rep.Concurrency[0].TokenDelayMs
+		} else {
+			c.AggregateSpeedup, c.DelayGrowth = 1, 1
+		}
+		rep.Concurrency = append(rep.Concurrency, c)
+	}
+	rep.PeakRSSBytes = peakRSS()
+	if asJSON {
+		return json.NewEncoder(out).Encode(rep)
+	}
+	fmt.Fprintf(out, "model    %s (%d threads, %s kernels), prompt %d, decode %d tokens per sequence\n", rep.Model, rep.Threads, rep.Kernels, promptTokens, decodeTokens)
+	fmt.Fprintf(out, "%9s %14s %9s %15s %9s %10s\n", "sequences", "aggregate t/s", "vs first", "ms/token (seq)", "vs first", "ttft ms")
+	for _, c := range rep.Concurrency {
+		fmt.Fprintf(out, "%9d %14.1f %8.2fx %15.2f %8.2fx %10.1f\n", c.Sequences, c.AggregateTokensS, c.AggregateSpeedup, c.TokenDelayMs, c.DelayGrowth, c.TTFTMs)
 	}
 	fmt.Fprintf(out, "peak RSS %.1f MiB\n", float64(rep.PeakRSSBytes)/(1<<20))
 	return nil
