@@ -46,6 +46,46 @@ type Config struct {
 	PlaybackReportTimeout time.Duration
 	// OutputLeadMs is how far ahead of real time audio may be sent (pacing).
 	OutputLeadMs int
+
+	// EarlyStart prefills the LLM with the conversation plus a stable
+	// partial transcript while the person is still speaking, so the final
+	// request only processes what changed (see prefill.go).
+	EarlyStart EarlyStart
+	// EarlyStartStableMs is how long a partial must stay unchanged before
+	// it is prefilled; 0 prefills every partial.
+	EarlyStartStableMs int
+}
+
+// EarlyStart says whether a session prefills on stable partials.
+type EarlyStart string
+
+// EarlyStart modes.
+const (
+	EarlyStartAuto EarlyStart = "auto" // on when Backends.LLM implements llm.Prefiller
+	EarlyStartOn   EarlyStart = "on"   // on; an LLM that cannot prefill is a config error
+	EarlyStartOff  EarlyStart = "off"
+)
+
+// Prefiller returns model as an llm.Prefiller when early start is on for
+// it, nil when it is off, and an error wrapping ErrConfig for an unknown
+// mode or for "on" with a model that cannot prefill.
+func (m EarlyStart) Prefiller(model llm.Model) (llm.Prefiller, error) {
+	p, can := model.(llm.Prefiller)
+	switch m {
+	case EarlyStartOff:
+		return nil, nil
+	case EarlyStartAuto, "":
+		if !can {
+			return nil, nil
+		}
+		return p, nil
+	case EarlyStartOn:
+		if !can {
+			return nil, fmt.Errorf("%w: early start is on but the LLM backend (%T) cannot prefill", ErrConfig, model)
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: early start %q (want auto, on or off)", ErrConfig, string(m))
 }
 
 // DefaultConfig returns settings for a browser client at 16 kHz in and 48 kHz out.
@@ -63,8 +103,19 @@ func DefaultConfig() Config {
 		Chunk:                 chunk.DefaultConfig(),
 		PlaybackReportTimeout: 500 * time.Millisecond,
 		OutputLeadMs:          200,
+		EarlyStart:            EarlyStartAuto,
+		EarlyStartStableMs:    defaultEarlyStartStableMs,
 	}
 }
+
+// defaultEarlyStartStableMs: pocketsphinx checks its hypothesis after every
+// 20 ms frame and emits a partial when the text changes, which it does
+// every 100-300 ms while a word is being spoken (the last word flickers
+// between candidates). 150 ms lets most of those flickers pass, yet leaves
+// the 500 ms endpointing silence (pipeline.vad.end_silence_ms) time to
+// prefill the complete utterance before speech_end. A wrong guess costs only
+// the tokens after the point where the final differs.
+const defaultEarlyStartStableMs = 150
 
 // validate checks cfg and be and returns cfg with the session's fixed fields set.
 func (cfg Config) validate(be Backends) (Config, error) {
@@ -85,6 +136,11 @@ func (cfg Config) validate(be Backends) (Config, error) {
 		return cfg, fmt.Errorf("%w: negative output lead %d ms", ErrConfig, cfg.OutputLeadMs)
 	case cfg.MaxHistoryMessages < 0:
 		return cfg, fmt.Errorf("%w: negative history cap %d", ErrConfig, cfg.MaxHistoryMessages)
+	case cfg.EarlyStartStableMs < 0:
+		return cfg, fmt.Errorf("%w: negative early start stability %d ms", ErrConfig, cfg.EarlyStartStableMs)
+	}
+	if _, err := cfg.EarlyStart.Prefiller(be.LLM); err != nil {
+		return cfg, err
 	}
 	cfg.VAD.SampleRate = asrRate
 	if cfg.VAD.FrameMs == 0 {

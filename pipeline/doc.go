@@ -7,6 +7,7 @@
 // Run starts one goroutine per stage, all in one errgroup:
 //
 //	in ─► audio-in ─► ASR ─► turn manager ─► LLM ─► TTS ─► TTS forwarder ─► pacer ─► out
+//	                                 └──► prefill (early start)
 //
 // The turn manager also receives from audio-in (barge-in speech, client
 // events), the LLM stage (deltas, done), the TTS stage (failures) and the
@@ -29,6 +30,22 @@
 //     absolute output samples of the turn.
 //   - the pacer is the only writer of out: a frame queue, a 20 ms
 //     time.Ticker, OutputLeadMs of lead, the audio/trace/interrupted events.
+//   - prefill (only with early start, prefill.go) runs the turn manager's
+//     early-start jobs one at a time: llm.Prefiller.Prefill of the request
+//     a stable partial transcript would make.
+//
+// # Early start
+//
+// With Config.EarlyStart on, a partial that stays unchanged for
+// EarlyStartStableMs while no turn is active is prefilled into the LLM's
+// cache (history + the partial as the user's message, exactly as the final
+// request will be built), so that the final request only processes what
+// changed. A newer stable partial cancels the running prefill and replaces
+// a waiting one; the final transcript (before its request is queued), a cut
+// turn and the session's end cancel it. Prefill failures and llm.ErrBusy
+// are logged at debug and ignored. The trace records the request's prompt
+// and cached tokens (llm.Usage), the tokens prefilled early and the
+// llm_prefill_early mark.
 //
 // # Turns, barge-in and the history
 //
@@ -86,8 +103,10 @@
 // audio-in stage returns a private sentinel, which cancels the rest.
 //
 // The graph has cycles (turn manager ↔ LLM, turn manager ↔ pacer). The turn
-// manager never blocks on a send (sendQueue); every other stage's send to
-// it therefore completes, and there is no deadlock. The pacer blocks only on
+// manager never blocks on a send (sendQueue; the prefill job is a single
+// replaceable slot offered the same way); every other stage's send to it
+// therefore completes, and there is no deadlock. The prefill stage sends
+// nothing back: it adds its token count to the utterance's trace. The pacer blocks only on
 // out, which the transport must read promptly.
 //
 // Shared state is limited to: the history (Session.histMu; written by the

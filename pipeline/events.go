@@ -20,6 +20,11 @@ type Event struct {
 	Marks          map[string]float64 `json:"marks,omitempty"`
 	VoiceToVoiceMs *float64           `json:"voice_to_voice_ms,omitempty"`
 	Interrupted    bool               `json:"interrupted,omitempty"`
+	// trace: the LLM request's prompt tokens, those reused from the cache,
+	// and those early start prefilled while the person spoke (Trace)
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	EarlyTokens  int `json:"early_tokens,omitempty"`
 
 	// error
 	Code    string `json:"code,omitempty"`

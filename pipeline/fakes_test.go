@@ -129,6 +129,8 @@ type scriptedLLM struct {
 	scripts []llmScript
 	reqs    []llm.Request
 	wg      sync.WaitGroup
+	// usage, when set, gives the Usage of the Done token (a cache model).
+	usage func(llm.Request) llm.Usage
 }
 
 func (m *scriptedLLM) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
@@ -138,6 +140,11 @@ func (m *scriptedLLM) Stream(ctx context.Context, req llm.Request) (<-chan llm.T
 		m.scripts = m.scripts[1:]
 	}
 	m.reqs = append(m.reqs, req)
+	usage := llm.Usage{CompletionTokens: len(sc.tokens)}
+	if m.usage != nil {
+		usage = m.usage(req)
+		usage.CompletionTokens = len(sc.tokens)
+	}
 	m.mu.Unlock()
 	if sc.startErr != nil {
 		return nil, sc.startErr
@@ -170,7 +177,7 @@ func (m *scriptedLLM) Stream(ctx context.Context, req llm.Request) (<-chan llm.T
 			<-ctx.Done()
 			return
 		}
-		send(llm.Token{Done: true, Usage: &llm.Usage{CompletionTokens: len(sc.tokens)}})
+		send(llm.Token{Done: true, Usage: &usage})
 	})
 	return ch, nil
 }
@@ -263,7 +270,6 @@ type harness struct {
 	t      *testing.T
 	cfg    Config
 	s      *Session
-	asr    *fakeASR
 	llm    *scriptedLLM
 	tts    *toneTTS
 	obs    *recObserver
@@ -291,8 +297,15 @@ func testConfig() Config {
 
 func newHarness(t *testing.T, cfg Config, a *fakeASR, m *scriptedLLM, s *toneTTS) *harness {
 	t.Helper()
-	h := &harness{t: t, cfg: cfg, asr: a, llm: m, tts: s, obs: &recObserver{}}
-	sess, err := NewSession("test", cfg, Backends{ASR: a, LLM: m, TTS: s}, h.obs, zerolog.Nop())
+	return newHarnessModel(t, cfg, a, m, m, s)
+}
+
+// newHarnessModel runs the session on model, which plays m's scripts (a
+// wrapper of m, or m itself).
+func newHarnessModel(t *testing.T, cfg Config, a asr.Recognizer, model llm.Model, m *scriptedLLM, s *toneTTS) *harness {
+	t.Helper()
+	h := &harness{t: t, cfg: cfg, llm: m, tts: s, obs: &recObserver{}}
+	sess, err := NewSession("test", cfg, Backends{ASR: a, LLM: model, TTS: s}, h.obs, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
 	}

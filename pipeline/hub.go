@@ -37,6 +37,9 @@ type hub struct {
 	outQ sendQueue[outCtl]
 	jobQ sendQueue[*turn]
 
+	prefills chan<- *prefillJob // nil when early start is off
+	early    earlyStart
+
 	turnSeq int
 	pending *pendingUser
 	cur     *turn // generating, in its playback tail, or settling; nil when idle
@@ -51,11 +54,18 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 ) error {
 	defer close(jobs)
 	defer close(ctl)
+	if h.prefills != nil {
+		defer close(h.prefills)
+	}
 	defer h.stopTimers()
 	h.ctx = ctx
 	for {
 		outCh, outV := h.outQ.next(ctl)
 		jobCh, jobV := h.jobQ.next(jobs)
+		var prefillCh chan<- *prefillJob // offered only while a job waits
+		if h.early.queued != nil {
+			prefillCh = h.prefills
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -101,6 +111,10 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 				t.tailOver = true
 				h.trySettle(t)
 			}
+		case <-h.early.timerC:
+			h.partialStable()
+		case prefillCh <- h.early.queued:
+			h.early.taken, h.early.queued = h.early.queued, nil
 		case outCh <- outV:
 			h.outQ.pop()
 		case jobCh <- jobV:
@@ -175,15 +189,20 @@ func (h *hub) clientInterrupt(t *turn, playedMs float64, at time.Time) {
 
 func (h *hub) transcript(m asrEvent) {
 	if m.err != nil {
+		h.endEarly()
 		h.sendError(0, CodeBackend, m.err.Error())
 		return
 	}
 	if !m.final {
 		if m.text != "" {
 			h.event(&Event{Type: EventTranscript, Turn: h.nextTurnID(), Text: m.text})
+			h.partial(m)
 		}
 		return
 	}
+	// Before the final request is queued: a prefill still running would
+	// hold the backend (it keeps what it has processed).
+	h.endEarly()
 	text := strings.TrimSpace(m.text)
 	if text == "" {
 		h.log.Debug().Msg("empty final transcript: noise, no turn")
@@ -280,6 +299,7 @@ func (h *hub) cutTurn(t *turn, why cutReason, at time.Time) {
 	}
 	t.cut, t.cutAt, t.phase = why, at, phaseSettling
 	t.cancel()
+	h.stopPrefill()
 	h.outQ.push(outCtl{flush: t, notify: why == cutServer, clientStopped: why != cutFailed})
 	h.tailC = disarm(h.tailTimer)
 	if why == cutServer {
@@ -352,6 +372,7 @@ func (h *hub) done(t *turn) {
 		h.cur = nil
 		h.reportC = disarm(h.reportTimer)
 		h.tailC = disarm(h.tailTimer)
+		h.resumeEarly()
 	}
 }
 
@@ -379,12 +400,7 @@ func (h *hub) maybeStart() {
 	msgs := slices.Clone(h.s.history)
 	h.s.histMu.Unlock()
 
-	t.req = llm.Request{
-		Messages:     msgs,
-		MaxTokens:    h.cfg.MaxTokens,
-		Temperature:  h.cfg.Temperature,
-		Conversation: h.s.id,
-	}
+	t.req = h.request(msgs)
 	h.cur, h.latest = t, t
 	h.jobQ.push(t)
 	h.log.Debug().Int("turn", t.id).Int("messages", len(msgs)).Msg("turn started")
@@ -420,6 +436,7 @@ func (h *hub) sendError(turnID int, code, msg string) {
 func (h *hub) stopTimers() {
 	disarm(h.reportTimer)
 	disarm(h.tailTimer)
+	disarm(h.early.timer)
 }
 
 // arm starts (or restarts) *tm to fire after d and returns its channel.

@@ -121,6 +121,9 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 			}
 		}
 		if tok.Done {
+			if tok.Usage != nil {
+				t.trace.setUsage(*tok.Usage)
+			}
 			speak(l.chunker.Flush(), true)
 			return text.String(), nil
 		}

@@ -233,7 +233,10 @@ func (p *pacer) end(ctx context.Context, t *turn, kind pacerReportKind) error {
 // sendTrace sends the turn's trace event and hands the trace to the Observer.
 func (p *pacer) sendTrace(ctx context.Context, t *turn) error {
 	tr := t.trace.snapshot()
-	ev := &Event{Type: EventTrace, Turn: t.id, Marks: tr.SinceSpeechEnd(), Interrupted: tr.Interrupted}
+	ev := &Event{
+		Type: EventTrace, Turn: t.id, Marks: tr.SinceSpeechEnd(), Interrupted: tr.Interrupted,
+		PromptTokens: tr.PromptTokens, CachedTokens: tr.CachedTokens, EarlyTokens: tr.EarlyTokens,
+	}
 	if v2v, ok := tr.VoiceToVoice(); ok {
 		ev.VoiceToVoiceMs = &v2v
 	}

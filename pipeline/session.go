@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/errgroup"
@@ -41,6 +42,8 @@ type Session struct {
 	ain *audioIn      // built by NewSession so a bad rate or VAD setting fails early
 	fwd *ttsForwarder // likewise for the TTS → output resampler
 
+	prefiller llm.Prefiller // be.LLM when early start is on, else nil
+
 	histMu  sync.Mutex    // guards history
 	history []llm.Message // system prompt first; written by the turn manager only
 }
@@ -66,6 +69,9 @@ func NewSession(id string, cfg Config, be Backends, obs Observer, log zerolog.Lo
 		return nil, err
 	}
 	if s.fwd, err = newTTSForwarder(be.TTS.SampleRate(), cfg.OutputRate, stageLog("tts")); err != nil {
+		return nil, err
+	}
+	if s.prefiller, err = cfg.EarlyStart.Prefiller(be.LLM); err != nil {
 		return nil, err
 	}
 	if cfg.SystemPrompt != "" {
@@ -100,6 +106,14 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts")}
 	pc := newPacer(s.cfg, s.obs, stageLog("out"))
 	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn")}
+	h.early.stable = time.Duration(s.cfg.EarlyStartStableMs) * time.Millisecond
+	var prefills chan *prefillJob // the hub's early-start jobs; nil when early start is off
+	var pf *prefillStage
+	if s.prefiller != nil {
+		prefills = make(chan *prefillJob) // unbuffered: a job waiting in the hub stays replaceable
+		h.prefills = prefills
+		pf = &prefillStage{model: s.prefiller, log: stageLog("prefill")}
+	}
 
 	// Every channel is made here and handed, sending end first, to the one
 	// stage that sends on it and closes it.
@@ -129,6 +143,9 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	g.Go(func() error { return ttsSt.run(gctx, ttsJobs, ttsCalls, ttsPCM, ttsFails) })
 	g.Go(func() error { return fwd.run(gctx, ttsCalls, ttsPCM, paced) })
 	g.Go(func() error { return pc.run(gctx, paced, outCtls, out, outReport) })
+	if prefills != nil {
+		g.Go(func() error { return pf.run(gctx, prefills) })
+	}
 	err := g.Wait()
 	switch {
 	case errors.Is(err, errInputClosed), errors.Is(err, errStopped):

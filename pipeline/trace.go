@@ -17,6 +17,12 @@ const (
 	MarkInterrupted     = "interrupted"
 )
 
+// MarkLLMPrefillEarly is when the first early prefill of the turn's words
+// began (early start, prefill.go). It is not in MarkOrder: it follows
+// asr_first_partial but may fall before or after speech_end, and a turn
+// without early start has none.
+const MarkLLMPrefillEarly = "llm_prefill_early"
+
 // MarkOrder lists the marks in the order a normal turn records them.
 var MarkOrder = []string{
 	MarkSpeechStart, MarkSpeechEnd, MarkASRFirstPartial, MarkASRFinal,

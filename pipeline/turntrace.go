@@ -3,6 +3,8 @@ package pipeline
 import (
 	"sync"
 	"time"
+
+	"github.com/voxpipe/voxpipe/llm"
 )
 
 // Trace is one turn's latency trace: when each mark (MarkSpeechStart, ...)
@@ -11,6 +13,16 @@ type Trace struct {
 	Turn        int
 	Marks       map[string]time.Time
 	Interrupted bool
+
+	// Prompt tokens of the turn's LLM request, as the backend reported them
+	// (llm.Usage; all zero when it reported none, e.g. a cut turn).
+	// PromptTokens − CachedTokens is what the request had to prefill.
+	PromptTokens int
+	CachedTokens int // reused from the backend's cache (earlier turns, early start)
+	// EarlyTokens is how many prompt tokens early start prefilled for the
+	// turn while the person spoke. Most of them are then cached; the chat
+	// template's closing tokens, and words the final changed, are not.
+	EarlyTokens int
 }
 
 // SinceSpeechEnd returns, for every mark, its milliseconds since speech_end
@@ -62,6 +74,8 @@ type traceRec struct {
 	turn        int
 	marks       map[string]time.Time
 	interrupted bool
+	usage       llm.Usage // of the turn's LLM request
+	early       int       // tokens prefilled early for this utterance
 }
 
 func newTraceRec(utt int) *traceRec {
@@ -99,6 +113,18 @@ func (r *traceRec) setTurn(turn int) {
 	r.mu.Unlock()
 }
 
+func (r *traceRec) setUsage(u llm.Usage) {
+	r.mu.Lock()
+	r.usage = u
+	r.mu.Unlock()
+}
+
+func (r *traceRec) addEarly(tokens int) {
+	r.mu.Lock()
+	r.early += tokens
+	r.mu.Unlock()
+}
+
 // snapshot copies the marks into a Trace.
 func (r *traceRec) snapshot() Trace {
 	r.mu.Lock()
@@ -107,5 +133,8 @@ func (r *traceRec) snapshot() Trace {
 	for k, v := range r.marks {
 		marks[k] = v
 	}
-	return Trace{Turn: r.turn, Marks: marks, Interrupted: r.interrupted}
+	return Trace{
+		Turn: r.turn, Marks: marks, Interrupted: r.interrupted,
+		PromptTokens: r.usage.PromptTokens, CachedTokens: r.usage.CachedTokens, EarlyTokens: r.early,
+	}
 }

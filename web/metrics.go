@@ -19,6 +19,8 @@ type Metrics struct {
 	// marks holds voxpipe_<mark>_seconds per trace mark after speech_end.
 	marks          map[string]prometheus.Histogram
 	voiceToVoice   prometheus.Histogram
+	promptTokens   *prometheus.CounterVec // by whether the turn's request found them cached
+	earlyTokens    prometheus.Counter
 	turns          *prometheus.CounterVec
 	activeSessions prometheus.Gauge
 	framesDropped  *prometheus.CounterVec
@@ -73,6 +75,14 @@ func NewMetrics() *Metrics {
 		Help:    "Server-side voice-to-voice latency: first_audio_out - speech_end, per turn.",
 		Buckets: latencyBuckets,
 	})
+	m.promptTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voxpipe_llm_prompt_tokens_total",
+		Help: "Prompt tokens of the turns' LLM requests, by cache: hit (reused from the KV cache) or miss (computed after the final transcript).",
+	}, []string{"cache"})
+	m.earlyTokens = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "voxpipe_llm_prefill_early_tokens_total",
+		Help: "Prompt tokens prefilled by early start while the person was still speaking.",
+	})
 	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "voxpipe_turns_total",
 		Help: "Turns traced, by outcome (completed, interrupted).",
@@ -93,7 +103,7 @@ func NewMetrics() *Metrics {
 		Name: "voxpipe_sessions_rejected_total",
 		Help: "WebSocket sessions refused before or at the upgrade, by reason.",
 	}, []string{"reason"})
-	m.registry.MustRegister(m.voiceToVoice, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
+	m.registry.MustRegister(m.voiceToVoice, m.promptTokens, m.earlyTokens, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range rejectReasons {
 		m.framesRejected.WithLabelValues(r)
@@ -106,6 +116,8 @@ func NewMetrics() *Metrics {
 	}
 	m.turns.WithLabelValues("completed")
 	m.turns.WithLabelValues("interrupted")
+	m.promptTokens.WithLabelValues("hit")
+	m.promptTokens.WithLabelValues("miss")
 	return m
 }
 
@@ -122,6 +134,11 @@ func (m *Metrics) TurnTraced(tr pipeline.Trace) {
 	if ms, ok := tr.VoiceToVoice(); ok && ms >= 0 {
 		m.voiceToVoice.Observe(ms / 1000)
 	}
+	if tr.PromptTokens > 0 {
+		m.promptTokens.WithLabelValues("hit").Add(float64(tr.CachedTokens))
+		m.promptTokens.WithLabelValues("miss").Add(float64(tr.PromptTokens - tr.CachedTokens))
+	}
+	m.earlyTokens.Add(float64(tr.EarlyTokens))
 	if tr.Interrupted {
 		m.turns.WithLabelValues("interrupted").Inc()
 	} else {

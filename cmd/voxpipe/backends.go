@@ -145,6 +145,8 @@ func newEngine(c *config.Config) (llm.Model, io.Closer, error) {
 	if e.MaxTokens > 0 {
 		ec.MaxTokens = e.MaxTokens
 	}
+	ec.Sequences = e.Sequences
+	ec.QueueSize = e.QueueSize
 	m, err := engine.Open(ec)
 	if err != nil {
 		return nil, nil, err
@@ -194,5 +196,7 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.MaxHistoryMessages = p.MaxHistoryMessages
 	pc.OutputLeadMs = p.OutputLeadMs
 	pc.PlaybackReportTimeout = p.PlaybackReportTimeout
+	pc.EarlyStart = pipeline.EarlyStart(p.EarlyStart)
+	pc.EarlyStartStableMs = p.EarlyStartStableMs
 	return pc
 }

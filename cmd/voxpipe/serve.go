@@ -110,8 +110,15 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 			log.Warn().Err(err).Msg("closing backends")
 		}
 	}()
+	pc := pipelineConfig(cfg)
+	// Checked once here, so that "on" with a backend that cannot prefill
+	// stops the server now rather than failing every session.
+	prefiller, err := pc.EarlyStart.Prefiller(be.LLM)
+	if err != nil {
+		return fmt.Errorf("pipeline.early_start (%s): %w", cfg.Origin("pipeline.early_start"), err)
+	}
 	log.Info().Str("asr", cfg.ASR.Backend).Str("llm", cfg.LLM.Backend).Str("tts", cfg.TTS.Backend).
-		Dur("load", time.Since(started)).Msg("backends ready")
+		Bool("early_start", prefiller != nil).Dur("load", time.Since(started)).Msg("backends ready")
 
 	id := modelID(cfg)
 	ws, err := web.New(web.Config{
@@ -119,7 +126,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		MaxFrameBytes: cfg.Server.MaxFrameBytes,
 		IdleTimeout:   cfg.Server.IdleTimeout,
 		RTC:           rtcConfig(cfg.Server.RTC),
-		Pipeline:      pipelineConfig(cfg),
+		Pipeline:      pc,
 		API:           openaiapi.New(be.LLM, id, log.With().Str("component", "openaiapi").Logger()),
 	}, be, log.With().Str("component", "web").Logger())
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/pipeline"
 )
 
 // chdirRoot runs the test from the repository root, where the default
@@ -42,6 +43,24 @@ func TestLoadConfigDefaultWithOverrides(t *testing.T) {
 	}
 	if id := modelID(cfg); id != "voxpipe-demo-q8_0" {
 		t.Fatalf("model id %q", id)
+	}
+}
+
+func TestEarlyStartConfigMapped(t *testing.T) {
+	chdirRoot(t)
+	cfg, err := loadConfig(defaultConfigPath, "", []string{"pipeline.early_start=off", "pipeline.early_start_stable_ms=300"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := pipelineConfig(cfg); pc.EarlyStart != pipeline.EarlyStartOff || pc.EarlyStartStableMs != 300 {
+		t.Fatalf("early start %q, %d ms; want off, 300 ms", pc.EarlyStart, pc.EarlyStartStableMs)
+	}
+	cfg, err = loadConfig(defaultConfigPath, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pc := pipelineConfig(cfg); pc.EarlyStart != pipeline.EarlyStartAuto {
+		t.Fatalf("default early start %q, want auto", pc.EarlyStart)
 	}
 }
 

@@ -78,7 +78,20 @@ type Pipeline struct {
 	MaxHistoryMessages    int           `yaml:"max_history_messages"`
 	OutputLeadMs          int           `yaml:"output_lead_ms"`
 	PlaybackReportTimeout time.Duration `yaml:"playback_report_timeout"`
+	// EarlyStart prefills the LLM with a stable partial transcript while
+	// the person speaks: auto (on when the LLM backend can prefill), on, off.
+	EarlyStart string `yaml:"early_start"`
+	// EarlyStartStableMs is how long a partial must stay unchanged to be
+	// prefilled (0: every partial).
+	EarlyStartStableMs int `yaml:"early_start_stable_ms"`
 }
+
+// Values of pipeline.early_start.
+const (
+	EarlyStartAuto = "auto"
+	EarlyStartOn   = "on"
+	EarlyStartOff  = "off"
+)
 
 // VAD is the endpointer (audio.VADConfig).
 type VAD struct {
@@ -126,6 +139,12 @@ type Engine struct {
 	RepeatPenalty float32 `yaml:"repeat_penalty"`
 	Seed          uint64  `yaml:"seed"`
 	MaxTokens     int     `yaml:"max_tokens"`
+	// Sequences is how many answers are decoded together, one forward
+	// pass for all (continuous batching); QueueSize how many more may wait
+	// for a place before requests fail fast as busy (HTTP 429, a "busy"
+	// error event).
+	Sequences int `yaml:"sequences"`
+	QueueSize int `yaml:"queue_size"`
 }
 
 // TTS selects the speech synthesiser.
@@ -172,6 +191,8 @@ func Default() Config {
 			MaxHistoryMessages:    20,
 			OutputLeadMs:          200,
 			PlaybackReportTimeout: 500 * time.Millisecond,
+			EarlyStart:            EarlyStartAuto,
+			EarlyStartStableMs:    150,
 		},
 		ASR: ASR{
 			Backend: "sphinx",
@@ -187,6 +208,8 @@ func Default() Config {
 				MinP:          0.05,
 				RepeatPenalty: 1.1,
 				MaxTokens:     256,
+				Sequences:     16,
+				QueueSize:     8,
 			},
 		},
 		TTS: TTS{

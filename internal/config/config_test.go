@@ -152,6 +152,8 @@ func TestValidateRejects(t *testing.T) {
 		{"asr.sphinx.jsgf", "/tmp/g.jsgf", "at most one of lm, jsgf and keywords"},
 		{"tts.backend", `""`, "tts.backend: must not be empty"},
 		{"llm.engine.prompt_lookup", "true", "at most one of draft_model and prompt_lookup"},
+		{"pipeline.early_start", "sometimes", "pipeline.early_start"},
+		{"pipeline.early_start_stable_ms", "-5", "pipeline.early_start_stable_ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
@@ -208,4 +210,21 @@ func FuzzParse(f *testing.F) {
 			_ = c.Validate()
 		}
 	})
+}
+
+// on and off were booleans in YAML 1.1; early_start must read them as words,
+// from a file and from --set.
+func TestEarlyStartWords(t *testing.T) {
+	for _, mode := range []string{EarlyStartOn, EarlyStartOff, EarlyStartAuto} {
+		c, err := Parse([]byte("pipeline:\n  early_start: "+mode+"\n"), "f.yaml")
+		if err != nil {
+			t.Errorf("file: early_start %q: %v", mode, err)
+		} else if c.Pipeline.EarlyStart != mode {
+			t.Errorf("file: early_start %q: have %q", mode, c.Pipeline.EarlyStart)
+		}
+		d := Default()
+		if err := d.Set("pipeline.early_start", mode, "flag"); err != nil || d.Pipeline.EarlyStart != mode {
+			t.Errorf("--set early_start=%s: have %q, %v", mode, d.Pipeline.EarlyStart, err)
+		}
+	}
 }

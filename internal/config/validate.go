@@ -47,6 +47,8 @@ func (c *Config) Validate() error {
 	v.intRange("pipeline.max_history_messages", p.MaxHistoryMessages, 0, 10000)
 	v.intRange("pipeline.output_lead_ms", p.OutputLeadMs, 0, 5000)
 	v.durRange("pipeline.playback_report_timeout", p.PlaybackReportTimeout, 0, time.Minute)
+	v.oneOf("pipeline.early_start", p.EarlyStart, EarlyStartAuto, EarlyStartOn, EarlyStartOff)
+	v.intRange("pipeline.early_start_stable_ms", p.EarlyStartStableMs, 0, 5000)
 
 	v.nonEmpty("asr.backend", c.ASR.Backend)
 	sp := c.ASR.Sphinx
@@ -92,6 +94,8 @@ func (c *Config) Validate() error {
 	v.floatRange("llm.engine.min_p", float64(e.MinP), 0, 1)
 	v.floatRange("llm.engine.repeat_penalty", float64(e.RepeatPenalty), 0, 10)
 	v.intRange("llm.engine.max_tokens", e.MaxTokens, 0, 1<<20)
+	v.intRange("llm.engine.sequences", e.Sequences, 1, 64)
+	v.intRange("llm.engine.queue_size", e.QueueSize, 1, 4096)
 
 	v.nonEmpty("tts.backend", c.TTS.Backend)
 	v.nonEmpty("tts.flite.voice", c.TTS.Flite.Voice)

@@ -497,7 +497,22 @@ function renderTrace(ev) {
     }
     wf.append(label, lane, ms);
   }
+  renderPrefill(ev);
   renderChart();
+}
+
+// The LLM's prompt for the turn: how much of it came from the KV cache
+// (earlier turns plus early start) and how much early start prefilled
+// while the person was speaking.
+function renderPrefill(ev) {
+  const el = $("prefill");
+  el.hidden = !ev.prompt_tokens;
+  if (!ev.prompt_tokens) return;
+  const cached = ev.cached_tokens || 0, early = ev.early_tokens || 0;
+  const at = ev.marks?.llm_prefill_early;
+  el.textContent = `prefill saved ${cached} of ${ev.prompt_tokens} tokens` +
+    (early ? ` · ${early} prefilled early${at != null ? ` (from ${Math.round(at)} ms)` : ""}` : " · no early start");
+  el.title = "cached_tokens of prompt_tokens: reused from the KV cache; early_tokens: prefilled from the stable partial transcript";
 }
 
 function percentile(sorted, p) {
