@@ -5,22 +5,30 @@ import (
 	"math"
 )
 
-// Packed Q8_0 ("Q8_0x8") is a load-time relayout of Q8_0 weights for the batched products. Rows go
-// in groups of 8; a group holds nb = cols/32 blocks of 256 weight bytes and then nb × 8 fp16 scales.
-// In a block the 8 rows' 32 values are interleaved in 4-byte pieces (piece q of rows 0..7, then piece
-// q+1, ...), each byte stored as value+128. One 32-byte load then holds a piece of all 8 rows, so a
-// dot-product instruction leaves row i's partial sum in lane i: no horizontal reduction, and each
-// weight load feeds every activation row of the call. That makes a product over n activation rows
-// cost little more than one while n is small (speculative verification, continuous batching), and
-// prompts faster too.
+// Packed Q8_0 is a load-time relayout of Q8_0 weights for the batched products. Rows go in groups
+// of PackRows; a group holds nb = cols/32 blocks of 32·PackRows weight bytes and then nb ×
+// PackRows fp16 scales. In a block the rows' 32 values are interleaved in 4-byte pieces (piece q of
+// every row of the group, then piece q+1, ...), each byte stored as value+128. One load then holds a
+// piece of all the group's rows, so a dot-product instruction leaves row i's partial sum in lane i:
+// no horizontal reduction, and each weight load feeds every activation row of the call. That makes
+// a product over n activation rows cost little more than one while n is small (speculative
+// verification, continuous batching), and prompts faster too.
 //
-// A group is exactly as large as its 8 rows of plain Q8_0 (8 × nb × 34 bytes); a last group with
-// fewer rows is padded with zero rows.
+// A group is exactly as large as its rows of plain Q8_0 (PackRows × nb × 34 bytes); a last group
+// with fewer rows is padded with zero rows.
+
+// PackRows is the row-group height of the packed layout; row ranges given to MatMulPackedQ8_0
+// start at multiples of it.
+const PackRows = 16
 
 // PackedQ8_0Size is the size of rows × cols Q8_0 weights in the packed layout.
 func PackedQ8_0Size(rows, cols int) int {
-	return (rows + 7) / 8 * 8 * rowBytes(cols, BlockQ8_0)
+	return (rows + PackRows - 1) / PackRows * PackRows * rowBytes(cols, BlockQ8_0)
 }
+
+// packedAt returns the offset of row i's piece q byte e in block b of a group, and of its scale.
+func packedAt(nb, b, q, i, e int) int { return b*32*PackRows + q*4*PackRows + i*4 + e }
+func packedScale(nb, b, i int) int    { return nb*32*PackRows + b*2*PackRows + 2*i }
 
 // PackQ8_0 writes the packed form of rows × cols Q8_0 weights src (plain ggml rows) into dst,
 // which must hold PackedQ8_0Size bytes.
@@ -31,30 +39,25 @@ func PackQ8_0(dst, src []byte, rows, cols int) {
 		panic(fmt.Sprintf("kernels: pack %d×%d: src %d bytes (need %d), dst %d (need %d)",
 			rows, cols, len(src), rows*rb, len(dst), PackedQ8_0Size(rows, cols)))
 	}
-	gb := 8 * rb
-	for g := 0; g < (rows+7)/8; g++ {
+	gb := PackRows * rb
+	for g := 0; g < (rows+PackRows-1)/PackRows; g++ {
 		grp := dst[g*gb : (g+1)*gb]
 		clear(grp)
-		scales := grp[nb*256:]
-		for i := 0; i < 8; i++ {
-			r := g*8 + i
-			if r >= rows {
-				for b := 0; b < nb; b++ { // padding rows: value 0 is stored as 128
-					for q := 0; q < 8; q++ {
-						for e := 0; e < 4; e++ {
-							grp[b*256+q*32+i*4+e] = 0x80
-						}
-					}
-				}
-				continue
-			}
-			row := src[r*rb : (r+1)*rb]
+		for i := 0; i < PackRows; i++ {
+			r := g*PackRows + i
 			for b := 0; b < nb; b++ {
-				blk := row[b*BlockQ8_0 : (b+1)*BlockQ8_0]
-				scales[b*16+2*i], scales[b*16+2*i+1] = blk[0], blk[1]
+				var blk []byte
+				if r < rows {
+					blk = src[r*rb+b*BlockQ8_0 : r*rb+(b+1)*BlockQ8_0]
+					grp[packedScale(nb, b, i)], grp[packedScale(nb, b, i)+1] = blk[0], blk[1]
+				}
 				for q := 0; q < 8; q++ {
 					for e := 0; e < 4; e++ {
-						grp[b*256+q*32+i*4+e] = blk[2+4*q+e] ^ 0x80
+						v := byte(0) // padding rows hold the value 0
+						if blk != nil {
+							v = blk[2+4*q+e]
+						}
+						grp[packedAt(nb, b, q, i, e)] = v ^ 0x80
 					}
 				}
 			}
@@ -66,14 +69,15 @@ func PackQ8_0(dst, src []byte, rows, cols int) {
 // of a packed table).
 func DequantizePackedQ8_0Row(dst []float32, w []byte, cols, r int) {
 	nb := rowBytes(cols, BlockQ8_0) / BlockQ8_0
-	grp := w[r/8*8*nb*BlockQ8_0:][:8*nb*BlockQ8_0]
-	i := r % 8
+	gb := PackRows * nb * BlockQ8_0
+	grp := w[r/PackRows*gb:][:gb]
+	i := r % PackRows
 	dst = dst[:cols]
 	for b := 0; b < nb; b++ {
-		d := loadF16(grp[nb*256+b*16+2*i:])
+		d := loadF16(grp[packedScale(nb, b, i):])
 		for q := 0; q < 8; q++ {
 			for e := 0; e < 4; e++ {
-				dst[b*32+4*q+e] = d * float32(int8(grp[b*256+q*32+i*4+e]^0x80))
+				dst[b*32+4*q+e] = d * float32(int8(grp[packedAt(nb, b, q, i, e)]^0x80))
 			}
 		}
 	}
@@ -81,26 +85,26 @@ func DequantizePackedQ8_0Row(dst []float32, w []byte, cols, r int) {
 
 // MatMulPackedQ8_0 sets out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1), j < n, with W packed
 // by PackQ8_0 from a matrix of rows ≥ r1 rows and X quantized by QuantizeQ8_0 (rows cols/32·34 bytes
-// apart). r0 must be a multiple of 8. With n = 1, ldo is unused. Per block the integer sum is exact
+// apart). r0 must be a multiple of PackRows. With n = 1, ldo is unused. Per block the integer sum is exact
 // and then acc = fma(float(s)·d_x, d_w, acc), the same operations on every tier and for every n, so
 // one-row and batched products of the same pair are bit-identical.
 func MatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
 	rb := rowBytes(cols, BlockQ8_0)
-	if r0%8 != 0 {
-		panic(fmt.Sprintf("kernels: packed product from row %d, not a multiple of 8", r0))
-	}
 	if r0 < 0 || r1 < r0 || n < 0 {
 		panic(fmt.Sprintf("kernels: bad row range [%d, %d) or n %d", r0, r1, n))
 	}
 	if r0 == r1 || n == 0 {
 		return
 	}
+	if r0%PackRows != 0 {
+		panic(fmt.Sprintf("kernels: packed product from row %d, not a multiple of %d", r0, PackRows))
+	}
 	if n == 1 {
 		ldo = 0
 	} else if ldo < r1 {
 		panic(fmt.Sprintf("kernels: packed product ldo %d < r1 %d", ldo, r1))
 	}
-	if wNeed := (r1 + 7) / 8 * 8 * rb; len(out) < (n-1)*ldo+r1 || len(w) < wNeed || len(xq) < n*rb {
+	if wNeed := (r1 + PackRows - 1) / PackRows * PackRows * rb; len(out) < (n-1)*ldo+r1 || len(w) < wNeed || len(xq) < n*rb {
 		panic(fmt.Sprintf("kernels: packed product rows [%d,%d) n %d: out %d (need %d), w %d (need %d), x %d (need %d)",
 			r0, r1, n, len(out), (n-1)*ldo+r1, len(w), wNeed, len(xq), n*rb))
 	}
@@ -114,10 +118,10 @@ func MatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []b
 func genericMatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
 	nb := cols / QK
 	xrow := nb * BlockQ8_0
-	gb := 8 * xrow
+	gb := PackRows * xrow
 	for r := r0; r < r1; r++ {
-		grp := w[r/8*gb : (r/8+1)*gb]
-		i := r % 8
+		grp := w[r/PackRows*gb : (r/PackRows+1)*gb]
+		i := r % PackRows
 		for j := 0; j < n; j++ {
 			x := xq[j*xrow : (j+1)*xrow]
 			var acc float32
@@ -126,11 +130,11 @@ func genericMatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int,
 				var s int32
 				for q := 0; q < 8; q++ {
 					for e := 0; e < 4; e++ {
-						s += int32(int8(grp[b*256+q*32+i*4+e]^0x80)) * int32(int8(xb[2+4*q+e]))
+						s += int32(int8(grp[packedAt(nb, b, q, i, e)]^0x80)) * int32(int8(xb[2+4*q+e]))
 					}
 				}
 				p := float32(s) * loadF16(xb)
-				acc = fma32(p, loadF16(grp[nb*256+b*16+2*i:]), acc)
+				acc = fma32(p, loadF16(grp[packedScale(nb, b, i):]), acc)
 			}
 			out[j*ldo+r] = acc
 		}

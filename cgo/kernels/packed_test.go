@@ -9,7 +9,7 @@ import (
 
 func TestPackedQ8_0(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for _, sh := range []struct{ rows, cols int }{{8, 32}, {13, 96}, {64, 512}, {21, 1408}} {
+	for _, sh := range []struct{ rows, cols int }{{8, 32}, {13, 96}, {16, 64}, {64, 512}, {37, 1408}} {
 		wf := randF32(rng, sh.rows*sh.cols, 0.02)
 		w := quantQ8(wf)
 		wd := make([]float32, len(wf))
@@ -43,8 +43,8 @@ func TestPackedQ8_0(t *testing.T) {
 				for i := range got {
 					got[i] = float32(math.NaN())
 				}
-				// Two calls over row ranges starting at multiples of 8.
-				mid := min(8, sh.rows)
+				// Two calls over row ranges starting at multiples of PackRows.
+				mid := min(PackRows, sh.rows)
 				MatMulPackedQ8_0(got, sh.rows, wp, sh.cols, 0, mid, xq, n)
 				MatMulPackedQ8_0(got, sh.rows, wp, sh.cols, mid, sh.rows, xq, n)
 				for j := 0; j < n; j++ {

@@ -212,7 +212,7 @@ func (rt *compute) rowsPerChunk(rows int) int {
 		return rows
 	}
 	r := rows / (rt.threads * 2)
-	r = (r + 7) &^ 7
+	r = (r + kernels.PackRows - 1) &^ (kernels.PackRows - 1) // packed weights start chunks at group boundaries
 	return min(max(r, 64), 1024)
 }
 

@@ -259,8 +259,14 @@ func askedAgain(t testing.TB, e *Engine, questions []string) [][]llm.Message {
 // sequences, one row each, 100 positions in, each with its own KV cache,
 // logits for every row. Read time(s)/time(1): aggregate speed-up is
 // s·time(1)/time(s).
+//
+// VOXPIPE_BENCH_MODEL=path runs it on another model (e.g. one made with
+// "voxpipe llm synth --shape smollm2-135m").
 func BenchmarkDemoBatchStep(b *testing.B) {
-	target, _ := demoModels(b)
+	target := os.Getenv("VOXPIPE_BENCH_MODEL")
+	if target == "" {
+		target, _ = demoModels(b)
+	}
 	_, m := testModelLayout(b, target, true)
 	rt := newCompute(m, 2, 256, defaultBatch)
 	defer rt.close()
