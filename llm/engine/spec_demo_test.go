@@ -48,10 +48,11 @@ func demoModels(t testing.TB) (target, draft string) {
 func BenchmarkDemoStepCost(b *testing.B) {
 	target, draft := demoModels(b)
 	type stepCase struct {
-		name   string
-		path   string
-		n      int
-		repack bool
+		name    string
+		path    string
+		n       int
+		repack  bool
+		threads int
 	}
 	var cases []stepCase
 	for _, repack := range []bool{true, false} {
@@ -60,14 +61,14 @@ func BenchmarkDemoStepCost(b *testing.B) {
 			layout = "rows"
 		}
 		for _, n := range []int{1, 2, 3, 5, 9, 16} {
-			cases = append(cases, stepCase{fmt.Sprintf("target/%s/n=%d", layout, n), target, n, repack})
+			cases = append(cases, stepCase{fmt.Sprintf("target/%s/n=%d", layout, n), target, n, repack, 2})
 		}
 	}
-	cases = append(cases, stepCase{"draft/packed/n=1", draft, 1, true})
+	cases = append(cases, stepCase{"draft/packed/n=1", draft, 1, true, 2}, stepCase{"draft/packed/n=1/threads=1", draft, 1, true, 1})
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			_, m := testModelLayout(b, c.path, c.repack)
-			rt := newCompute(m, 2, 1024, defaultBatch)
+			rt := newCompute(m, c.threads, 1024, defaultBatch)
 			defer rt.close()
 			kv := newKVCache(&m.hp, 1024)
 			prompt := make([]int32, 100)
