@@ -19,7 +19,7 @@ BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps browser-deps build run test test-nocgo bench fuzz clean train-deps train-demo
+.PHONY: help deps browser-deps build run test test-nocgo bench fuzz clean train-deps train-demo train-draft
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -83,6 +83,16 @@ train-demo: train-deps build ## rebuild models/ (corpus here; training needs PyT
 	$(TRAIN_PY) llm/train/train.py --data build/train-data --out build/models --seed 1234 $(TRAIN_FLAGS)
 	$(BIN)/voxpipe llm quantize build/models/voxpipe-target-$(TRAIN_DTYPE).gguf models/voxpipe-demo-q8_0.gguf --type q8_0
 	$(BIN)/voxpipe llm quantize build/models/voxpipe-draft-$(TRAIN_DTYPE).gguf models/voxpipe-demo-draft-q8_0.gguf --type q8_0
+	$(BIN)/voxpipe llm eval --model models/voxpipe-demo-q8_0.gguf --draft models/voxpipe-demo-draft-q8_0.gguf --file build/train-data/valid.jsonl
+
+# The draft distilled from the shipped target (models/README.md): the target's
+# greedy answers and soft labels teach the draft (llm/train/distill.py, CUDA).
+DISTILL_FLAGS ?= --steps 3500 --seconds 170 --dtype f16 --shape draft
+
+train-draft: train-deps build ## distil the draft model from the shipped target (corpus here; distillation needs PyTorch+CUDA+tokenizers)
+	python3 llm/train/prepare.py --out build/train-data --seed 1234
+	$(TRAIN_PY) llm/train/distill.py --data build/train-data --target models/voxpipe-demo-q8_0.gguf --out build/distill --seed 1234 $(DISTILL_FLAGS)
+	$(BIN)/voxpipe llm quantize build/distill/voxpipe-draft0-f16.gguf models/voxpipe-demo-draft-q8_0.gguf --type q8_0
 	$(BIN)/voxpipe llm eval --model models/voxpipe-demo-q8_0.gguf --draft models/voxpipe-demo-draft-q8_0.gguf --file build/train-data/valid.jsonl
 
 clean: ## remove build outputs
