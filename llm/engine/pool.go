@@ -8,11 +8,16 @@ import (
 
 // spinWait bounds how long an idle worker (or the caller waiting for the
 // last chunk) polls before blocking. Decoding runs ~5 short jobs per layer
-// with gaps of a few microseconds between them; a channel wake-up costs a
-// futex call and an OS reschedule each time, a short poll catches the next
-// job or completion first. The bound keeps a worker whose core another
-// process wants from burning more than that much time per job.
-const spinWait = 5 * time.Microsecond
+// with gaps of a few to a few tens of microseconds between them (the gaps
+// grow with the rows of a batch: norms, RoPE, cache writes); a channel
+// wake-up costs a futex call and an OS reschedule each time, a poll catches
+// the next job or completion first. 30 µs against 5 µs: demo model steps
+// of 1 row 0.85-0.93 vs 1.05-1.15 ms, of 5 rows 1.45-1.65 vs 1.87-2.00 ms
+// (BenchmarkDemoStepCost, interleaved runs); with one of the two cores kept
+// busy by another process decoding kept 50-67% of its speed either way.
+// The bound keeps a worker whose core another process wants from burning
+// more than that much time per job.
+const spinWait = 30 * time.Microsecond
 
 // chunkRunner executes one chunk of the current parallel operation.
 // worker is in [0, threads) and indexes per-worker scratch space.

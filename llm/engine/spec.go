@@ -99,9 +99,15 @@ type speculator struct {
 	draftCost  float64     // draft step cost relative to a target step
 	verifyBase float64     // extra cost of a 2-row target pass over a 1-row step, same unit
 	verifyCost float64     // extra cost of each further row
-	accRate    float64     // running per-token acceptance (EMA)
 	fixedK     int         // > 0: always propose this many (tests)
 	stats      SpecStats
+
+	// Measured while decoding (EMAs): the wall time of a target pass over
+	// k+1 rows, of one draft step, and the chance that proposal j is kept
+	// given that the ones before it were. calibrate seeds the times.
+	passT  [specMaxK + 1]float64
+	draftT float64
+	accAt  [specMaxK]float64
 
 	batch  []int32   // [1+specMaxK] chosen token + proposals
 	all    []float32 // [(1+specMaxK)][vocab] target logits of the batch
@@ -111,46 +117,72 @@ type speculator struct {
 }
 
 func newSpeculator(vocab int, draft *draftModel, draftCost float64) *speculator {
-	return &speculator{
+	sp := &speculator{
 		draft:      draft,
 		draftCost:  draftCost,
 		verifyBase: 0.2,
 		verifyCost: 0.1,
-		accRate:    0.6,
 		batch:      make([]int32, 1+specMaxK),
 		all:        make([]float32, (1+specMaxK)*vocab),
 		q:          make([]float32, specMaxK*vocab),
 		p:          make([]float32, vocab),
 	}
+	for j := range sp.accAt {
+		sp.accAt[j] = 0.6 // a prior that gets a draft tried
+	}
+	sp.seedTimes(1e-3)
+	return sp
 }
 
-// chooseK picks the proposal count for the current acceptance rate, or 0
-// when speculating costs more than it saves; each skipped step then raises
-// the rate a little so that the drafter is tried again now and then.
+// seedTimes sets the pass and draft times from the relative costs for a
+// one-token step of one seconds.
+func (sp *speculator) seedTimes(one float64) {
+	sp.passT[0] = one
+	for k := 1; k <= specMaxK; k++ {
+		sp.passT[k] = one * (1 + sp.verifyBase + float64(k-1)*sp.verifyCost)
+	}
+	sp.draftT = one * sp.draftCost
+}
+
+// timeWeight and accWeight are the EMA weights of a new measurement: times
+// follow the machine's load within a few rounds, acceptance the content.
+const (
+	timeWeight = 0.2
+	accWeight  = 0.1
+)
+
+func ema(v *float64, x, w float64) { *v += w * (x - *v) }
+
+// chooseK picks the proposal count with the best expected tokens per
+// second: a round with k proposals yields 1 + Σ_{i≤k} Π_{j<i} accAt[j]
+// tokens and costs passT[k] + k·draftT. Both sides are measured while
+// decoding, so the choice follows the machine (a busy core makes long
+// verification passes dearer) and the content (a quoting answer raises
+// acceptance). Speculating must promise 5% more than a plain step, for
+// what the model leaves out (sampling the extra rows).
 func (sp *speculator) chooseK() int {
 	if sp.fixedK > 0 {
 		return sp.fixedK
 	}
-	a := min(sp.accRate, 0.98)
-	// A plain step gives one token for cost 1; speculating must promise 20%
-	// more to cover what the cost model leaves out (the draft's catch-up
-	// of two tokens after a full acceptance, sampling the rows, timing
-	// noise in the calibration): on the demo models, rounds the model
-	// priced at 1.1x measured 0.7x.
-	best, bestK := 1.2, 0
-	ak := a
+	best, bestK := 1.05/sp.passT[0], 0
+	tokens, keep := 1.0, 1.0
 	for k := 1; k <= specMaxK; k++ {
-		ak *= a // a^(k+1)
-		cost := 1 + sp.verifyBase + float64(k-1)*sp.verifyCost + float64(k)*sp.draftCost
-		v := (1 - ak) / (1 - a) / cost
-		if v > best {
-			best, bestK = v, k
+		keep *= sp.accAt[k-1]
+		tokens += keep
+		if rate := tokens / (sp.passT[k] + float64(k)*sp.draftT); rate > best {
+			best, bestK = rate, k
 		}
 	}
-	if bestK == 0 {
-		sp.accRate += 0.002 // probe again after a few hundred plain steps
-	}
 	return bestK
+}
+
+// observe records whether the proposal at depth j was kept.
+func (sp *speculator) observe(j int, accepted bool) {
+	x := 0.0
+	if accepted {
+		x = 1
+	}
+	ema(&sp.accAt[j], x, accWeight)
 }
 
 // calibrate measures the relative costs chooseK uses: the best of a few
@@ -196,16 +228,8 @@ func (e *Engine) calibrate() error {
 		}
 		sp.draftCost = min(max(d.Seconds()/one.Seconds(), 0.01), 2)
 	}
+	sp.seedTimes(one.Seconds())
 	return nil
-}
-
-// observe updates the acceptance rate with one verified proposal.
-func (sp *speculator) observe(accepted bool) {
-	const w = 0.1
-	sp.accRate *= 1 - w
-	if accepted {
-		sp.accRate += w
-	}
 }
 
 // openDraft loads the draft model and checks that its vocabulary is the
@@ -419,7 +443,11 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 		seq.tokens = append(seq.tokens, pending) // history for the drafter; trimmed below
 		var err error
 		if sp.draft != nil {
+			start := time.Now()
 			k, err = e.proposeDraft(ctx, g.samp, seq.tokens, k, sampling)
+			if k > 0 {
+				ema(&sp.draftT, time.Since(start).Seconds()/float64(k), timeWeight)
+			}
 		} else {
 			k = lookupDraft(seq.tokens, sp.batch[1:1+k])
 		}
@@ -431,9 +459,13 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	}
 	if k == 0 {
 		e.one[0] = pending
+		start := time.Now()
 		if err := e.rt.forward(ctx, seq.kv, e.one[:], pos, nil); err != nil {
 			fail(err)
 			return
+		}
+		if sp != nil {
+			ema(&sp.passT[0], time.Since(start).Seconds(), timeWeight)
 		}
 		seq.tokens = append(seq.tokens, pending)
 		g.advance(g.samp.sample(e.rt.logits))
@@ -441,10 +473,12 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	}
 	sp.batch[0] = pending
 	all := sp.all[:(k+1)*vocab]
+	start := time.Now()
 	if err := e.rt.forward(ctx, seq.kv, sp.batch[:k+1], pos, all); err != nil {
 		fail(err)
 		return
 	}
+	ema(&sp.passT[k], time.Since(start).Seconds(), timeWeight)
 	seq.tokens = append(seq.tokens, pending)
 	sp.stats.Rounds++
 	sp.stats.Drafted += k
@@ -459,7 +493,7 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 			next = sp.verifySampled(g.samp, j, d)
 		}
 		accepted := next == d
-		sp.observe(accepted)
+		sp.observe(j, accepted)
 		if !accepted {
 			break
 		}

@@ -391,18 +391,38 @@ func TestLookupDraft(t *testing.T) {
 	}
 }
 
-func TestChooseKAdapts(t *testing.T) {
-	sp := newSpeculator(8, nil, 0.1)
-	for i := 0; i < 50; i++ {
-		sp.observe(true)
+// chooseK drafts long when proposals are kept and verification rows are
+// cheap, not at all when they are rejected, and shortens drafts when the
+// measured passes get dear.
+func TestChooseKFollowsMeasurements(t *testing.T) {
+	sp := newSpeculator(8, nil, 0.05)
+	for k := range sp.passT {
+		sp.passT[k] = 1e-3 * (1 + 0.1*float64(k)) // cheap extra rows
 	}
-	high := sp.chooseK()
-	for i := 0; i < 50; i++ {
-		sp.observe(false)
+	for i := 0; i < 100; i++ {
+		for j := 0; j < specMaxK; j++ {
+			sp.observe(j, true)
+		}
 	}
-	low := sp.chooseK()
-	if high != specMaxK || low != 0 {
-		t.Fatalf("k at high acceptance %d, at low %d; want %d and 0", high, low, specMaxK)
+	if k := sp.chooseK(); k != specMaxK {
+		t.Errorf("everything kept, cheap rows: k %d, want %d", k, specMaxK)
+	}
+	for k := range sp.passT {
+		sp.passT[k] = 1e-3 * (1 + 0.3*float64(k)) // dearer rows
+	}
+	for j := range sp.accAt {
+		sp.accAt[j] = 0.7
+	}
+	if k := sp.chooseK(); k < 1 || k > 3 {
+		t.Errorf("70%% kept, rows at 0.3 of a step: k %d, want 1-3", k)
+	}
+	for i := 0; i < 100; i++ {
+		for j := 0; j < specMaxK; j++ {
+			sp.observe(j, false)
+		}
+	}
+	if k := sp.chooseK(); k != 0 {
+		t.Errorf("nothing kept: k %d, want 0", k)
 	}
 }
 
