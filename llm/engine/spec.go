@@ -107,7 +107,9 @@ type speculator struct {
 	// given that the ones before it were. calibrate seeds the times.
 	passT  [specMaxK + 1]float64
 	draftT float64
+	extraT float64 // the rest of a speculative round: sampling and checking the rows, streaming
 	accAt  [specMaxK]float64
+	rounds int
 
 	batch  []int32   // [1+specMaxK] chosen token + proposals
 	all    []float32 // [(1+specMaxK)][vocab] target logits of the batch
@@ -155,21 +157,38 @@ func ema(v *float64, x, w float64) { *v += w * (x - *v) }
 
 // chooseK picks the proposal count with the best expected tokens per
 // second: a round with k proposals yields 1 + Σ_{i≤k} Π_{j<i} accAt[j]
-// tokens and costs passT[k] + k·draftT. Both sides are measured while
+// tokens and costs passT[k] + k·draftT + extraT. Both sides are measured while
 // decoding, so the choice follows the machine (a busy core makes long
 // verification passes dearer) and the content (a quoting answer raises
 // acceptance). Speculating must promise 5% more than a plain step, for
-// what the model leaves out (sampling the extra rows).
+// what the model leaves out (sampling the extra rows). Every probeEvery
+// rounds it proposes one more than the best, so the time and acceptance of
+// a longer draft are measured too (seeds from a cold calibration may
+// overprice them, and then they would never be tried).
 func (sp *speculator) chooseK() int {
 	if sp.fixedK > 0 {
 		return sp.fixedK
 	}
+	sp.rounds++
+	k := sp.bestK()
+	if sp.rounds%probeEvery == 0 && k < specMaxK {
+		k++
+	}
+	return k
+}
+
+// probeEvery is how often chooseK tries a longer draft than it expects to
+// be best.
+const probeEvery = 16
+
+// bestK is the proposal count with the best expected tokens per second.
+func (sp *speculator) bestK() int {
 	best, bestK := 1.05/sp.passT[0], 0
 	tokens, keep := 1.0, 1.0
 	for k := 1; k <= specMaxK; k++ {
 		keep *= sp.accAt[k-1]
 		tokens += keep
-		if rate := tokens / (sp.passT[k] + float64(k)*sp.draftT); rate > best {
+		if rate := tokens / (sp.passT[k] + float64(k)*sp.draftT + sp.extraT); rate > best {
 			best, bestK = rate, k
 		}
 	}
@@ -439,14 +458,24 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	if sp != nil {
 		k = min(sp.chooseK(), g.maxTokens-g.count, e.cfg.ContextSize-pos-1)
 	}
+	var roundStart time.Time
+	var parts float64 // seconds of the round spent in timed parts
 	if k > 0 {
+		roundStart = time.Now()
+		defer func() {
+			if !g.ended {
+				ema(&sp.extraT, max(time.Since(roundStart).Seconds()-parts, 0), timeWeight)
+			}
+		}()
 		seq.tokens = append(seq.tokens, pending) // history for the drafter; trimmed below
 		var err error
 		if sp.draft != nil {
 			start := time.Now()
 			k, err = e.proposeDraft(ctx, g.samp, seq.tokens, k, sampling)
 			if k > 0 {
-				ema(&sp.draftT, time.Since(start).Seconds()/float64(k), timeWeight)
+				d := time.Since(start).Seconds()
+				parts += d
+				ema(&sp.draftT, d/float64(k), timeWeight)
 			}
 		} else {
 			k = lookupDraft(seq.tokens, sp.batch[1:1+k])
@@ -478,7 +507,9 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 		fail(err)
 		return
 	}
-	ema(&sp.passT[k], time.Since(start).Seconds(), timeWeight)
+	d := time.Since(start).Seconds()
+	parts += d
+	ema(&sp.passT[k], d, timeWeight)
 	seq.tokens = append(seq.tokens, pending)
 	sp.stats.Rounds++
 	sp.stats.Drafted += k

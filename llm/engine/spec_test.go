@@ -404,7 +404,7 @@ func TestChooseKFollowsMeasurements(t *testing.T) {
 			sp.observe(j, true)
 		}
 	}
-	if k := sp.chooseK(); k != specMaxK {
+	if k := sp.bestK(); k != specMaxK {
 		t.Errorf("everything kept, cheap rows: k %d, want %d", k, specMaxK)
 	}
 	for k := range sp.passT {
@@ -413,7 +413,7 @@ func TestChooseKFollowsMeasurements(t *testing.T) {
 	for j := range sp.accAt {
 		sp.accAt[j] = 0.7
 	}
-	if k := sp.chooseK(); k < 1 || k > 3 {
+	if k := sp.bestK(); k < 1 || k > 3 {
 		t.Errorf("70%% kept, rows at 0.3 of a step: k %d, want 1-3", k)
 	}
 	for i := 0; i < 100; i++ {
@@ -421,8 +421,17 @@ func TestChooseKFollowsMeasurements(t *testing.T) {
 			sp.observe(j, false)
 		}
 	}
-	if k := sp.chooseK(); k != 0 {
+	if k := sp.bestK(); k != 0 {
 		t.Errorf("nothing kept: k %d, want 0", k)
+	}
+	probes := 0
+	for i := 0; i < 10*probeEvery; i++ {
+		if sp.chooseK() > 0 {
+			probes++
+		}
+	}
+	if probes != 10 {
+		t.Errorf("nothing kept: %d probing rounds in %d, want 10", probes, 10*probeEvery)
 	}
 }
 
