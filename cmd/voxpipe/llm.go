@@ -28,7 +28,7 @@ const llmUsage = `usage: voxpipe llm <command> [flags]
 commands:
   run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N] [--draft D | --lookup]
   bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json] [--no-repack]
-            [--draft D | --lookup] [--question Q ...] [--spec-tokens 128]
+            [--draft D | --lookup] [--question Q ...] [--spec-tokens 128] [--spec-k K]
             speculative decoding: plain vs speculative greedy answers to ChatML questions
             [--concurrency 1,2,4,8,16]   continuous batching: aggregate and per-sequence speed
   quantize  IN OUT --type q8_0|q4_0|f16|f32
@@ -304,6 +304,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	var questions stringList
 	fs.Var(&questions, "question", "a user question for the speculative bench (repeatable; default: built-in set)")
 	specTokens := fs.Int("spec-tokens", 128, "maximum answer tokens per question in the speculative bench")
+	specK := fs.Int("spec-k", 0, "proposals per speculative round, 1-8 (0: chosen from measurements)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	concurrency := fs.String("concurrency", "", "continuous batching: comma-separated sequence counts decoded at once, e.g. 1,2,4,8,16")
 	noRepack := fs.Bool("no-repack", false, "keep Q8_0 weights in the file layout (one-row kernels), to compare")
@@ -322,6 +323,10 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	cfg.NoRepack = *noRepack
+	if *specK < 0 || *specK > 8 {
+		return fmt.Errorf("%w: llm bench: --spec-k wants 0 to 8, got %d\n%s", errUsage, *specK, llmUsage)
+	}
+	cfg.SpecK = *specK
 	var counts []int
 	if *concurrency != "" {
 		for _, f := range strings.Split(*concurrency, ",") {

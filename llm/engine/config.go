@@ -29,6 +29,9 @@ type Config struct {
 	// PromptLookup drafts by matching the last n-gram against the prompt
 	// and history when no DraftPath is set (cheap; wins when answers quote).
 	PromptLookup bool
+	// SpecK fixes the proposals per speculative round (1..8); 0 lets the
+	// engine choose from measured costs and acceptance.
+	SpecK int
 
 	// InPlace computes with the weights where they are in the file
 	// mapping instead of copying them into anonymous huge-page memory.

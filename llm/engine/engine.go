@@ -192,6 +192,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		e.spec = newSpeculator(m.hp.vocab, nil, 0)
 	}
 	if e.spec != nil {
+		e.spec.fixedK = min(max(cfg.SpecK, 0), specMaxK)
 		if err := e.calibrate(); err != nil {
 			e.rt.close()
 			release()
