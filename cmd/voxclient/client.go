@@ -39,6 +39,11 @@ type result struct {
 	ServerVoiceToVoiceMs *float64 `json:"server_voice_to_voice_ms"`
 	AnswerAudioMs        float64  `json:"answer_audio_ms"`
 	Interrupted          bool     `json:"interrupted,omitempty"`
+	// The LLM prompt of the turn: its tokens, those reused from the cache
+	// and those prefilled early while the person spoke.
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	CachedTokens int `json:"cached_tokens,omitempty"`
+	EarlyTokens  int `json:"early_tokens,omitempty"`
 
 	answerPCM []int16
 	rate      int
@@ -307,6 +312,7 @@ func (c *session) handle(m incoming) (done bool, err error) {
 		c.res.Trace = ev.Marks
 		c.res.ServerVoiceToVoiceMs = ev.VoiceToVoiceMs
 		c.res.Interrupted = ev.Interrupted
+		c.res.PromptTokens, c.res.CachedTokens, c.res.EarlyTokens = ev.PromptTokens, ev.CachedTokens, ev.EarlyTokens
 		c.res.AnswerAudioMs = float64(len(c.res.answerPCM)) * 1000 / float64(c.o.rate)
 		return true, nil
 	case pipeline.EventError:

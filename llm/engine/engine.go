@@ -4,19 +4,18 @@
 //
 // Design:
 //   - One scheduler goroutine owns the model state (scratch buffers, worker
-//     pool, KV caches) and runs requests from a bounded queue (llm.ErrBusy
-//     when full). Requests run one at a time, one forward step each; the
-//     forward pass already takes a batch of token rows, so continuous
-//     batching means giving each row its own KV cache and position and
-//     stepping all active sequences together.
+//     pool, KV caches) and steps every active generation in one forward
+//     pass (continuous batching, sched.go); requests beyond
+//     Config.Sequences wait in a bounded queue (llm.ErrBusy when full).
 //   - Matrix products are cut into row chunks that the scheduler goroutine
 //     and Threads-1 workers claim through one atomic counter. Nobody spins:
 //     idle workers block on a channel, and a worker the OS has descheduled
 //     simply claims nothing, so a busy core slows a step instead of stalling
 //     it (llama.cpp's spinning barrier collapses under the same contention).
 //   - Q8_0/Q4_0 weights multiply activations quantized to Q8_0 once per
-//     matmul (cgo/kernels' integer path), as llama.cpp does; prompts go
-//     through in batches of 64 tokens so each weight is read once per batch.
+//     matmul (cgo/kernels' integer path), as llama.cpp does; Q8_0 matrices
+//     are repacked at load for the batched kernel (kernels.PackQ8_0), and a
+//     step takes up to 64 rows, so each weight is read once per step.
 //   - Weights are copied from the file mapping into anonymous huge-page
 //     memory (Config.InPlace keeps them in the mapping); see copyWeights for
 //     the measured reason.
