@@ -120,3 +120,64 @@ func genericAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, prob
 		}
 	}
 }
+
+// AttendF16 is Attend with keys and values stored as fp16 (an F16 KV cache: half the bytes to
+// read per position); q, out and the arithmetic stay float32.
+func AttendF16(out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
+	if npos <= 0 || nq <= 0 {
+		return
+	}
+	if len(out) < nq*hd || len(q) < nq*hd || len(k) < npos*hd || len(v) < npos*hd || len(probs) < npos {
+		panic("kernels: attend: slices too short for the given sizes")
+	}
+	if currentLevel() != levelGeneric && hd%8 == 0 {
+		simdAttendF16(out, q, k, v, hd, npos, nq, scale, probs)
+		return
+	}
+	genericAttendF16(out, q, k, v, hd, npos, nq, scale, probs)
+}
+
+func genericAttendF16(out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
+	p := probs[:npos]
+	var stack [256]float32
+	row := stack[:]
+	if hd > len(row) {
+		row = make([]float32, hd)
+	}
+	row = row[:hd]
+	for h := 0; h < nq; h++ {
+		qh := q[h*hd : (h+1)*hd]
+		for t := range p {
+			// Widened first, so each score is genericAttend's on the same values.
+			for d, x := range k[t*hd : (t+1)*hd] {
+				row[d] = f16Table[x]
+			}
+			p[t] = genericDotF32(qh, row)
+		}
+		genericSoftmax(p, scale)
+		oh := out[h*hd : (h+1)*hd]
+		clear(oh)
+		for t, pt := range p {
+			for d, x := range v[t*hd : (t+1)*hd] {
+				oh[d] += pt * f16Table[x]
+			}
+		}
+	}
+}
+
+// F32ToF16Row converts src to fp16 in dst (round to nearest even), e.g. a key or value row into
+// an F16 KV cache.
+func F32ToF16Row(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	if currentLevel() != levelGeneric {
+		simdF32ToF16(dst, src)
+		return
+	}
+	genericF32ToF16(dst, src)
+}
+
+func genericF32ToF16(dst []uint16, src []float32) {
+	for i, f := range src {
+		dst[i] = F32ToF16(f)
+	}
+}

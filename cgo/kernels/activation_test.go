@@ -134,3 +134,44 @@ func BenchmarkAttend(b *testing.B) {
 		})
 	}
 }
+
+// The fp16 cache path: conversion matches F32ToF16 exactly on every tier, and
+// AttendF16 equals Attend on the same values widened back to float32.
+func TestAttendF16(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	for _, hd := range []int{32, 64, 72} {
+		for _, npos := range []int{1, 9, 100} {
+			const nq = 2
+			q := randF32(rng, nq*hd, 1)
+			kf := randF32(rng, npos*hd, 1)
+			vf := randF32(rng, npos*hd, 1)
+			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+				if ForceFeatures(tier) != nil {
+					continue
+				}
+				k16 := make([]uint16, len(kf))
+				v16 := make([]uint16, len(vf))
+				F32ToF16Row(k16, kf)
+				F32ToF16Row(v16, vf)
+				kw := make([]float32, len(kf))
+				vw := make([]float32, len(vf))
+				for i := range kf {
+					if want := F32ToF16(kf[i]); k16[i] != want {
+						t.Fatalf("%s: F32ToF16Row(%v) = %#04x, F32ToF16 %#04x", tier, kf[i], k16[i], want)
+					}
+					kw[i], vw[i] = F16ToF32(k16[i]), F16ToF32(v16[i])
+				}
+				want := make([]float32, nq*hd)
+				got := make([]float32, nq*hd)
+				Attend(want, q, kw, vw, hd, npos, nq, 0.125, make([]float32, npos))
+				AttendF16(got, q, k16, v16, hd, npos, nq, 0.125, make([]float32, npos))
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s hd=%d npos=%d: AttendF16[%d] = %v, Attend on widened values %v", tier, hd, npos, i, got[i], want[i])
+					}
+				}
+			}
+			UseGeneric(false)
+		}
+	}
+}

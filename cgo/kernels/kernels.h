@@ -20,6 +20,8 @@ void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols
 void kn_swiglu_avx2(float *g, const float *u, int64_t n);
 void kn_softmax_avx2(float *s, int64_t n, float scale);
 void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
+void kn_attend_f16_avx2(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
+void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n);
 
 // Quantized products, one set per tier.
 void kn_matvec_q8_0_avx2(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);

@@ -291,18 +291,27 @@ static inline __m256 hsum8x8(const __m256 *a) {
 	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// dot_acc accumulates q·r over hd floats (hd a multiple of 8) into one 8-lane vector, in order.
-static inline __m256 dot_acc(const float *q, const float *r, int64_t hd) {
-	__m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(r));
+// ld8 loads eight cache values as float: float32 rows, or fp16 rows (half) widened with F16C.
+static inline __attribute__((always_inline)) __m256 ld8(const void *p, int64_t i, int half) {
+	if (half)
+		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
+	return _mm256_loadu_ps((const float *)p + i);
+}
+
+// dot_acc accumulates q·r over hd values (hd a multiple of 8) into one 8-lane vector, in order.
+static inline __attribute__((always_inline)) __m256 dot_acc(const float *q, const void *r, int64_t off, int64_t hd,
+		int half) {
+	__m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), ld8(r, off, half));
 	for (int64_t c = 8; c < hd; c += 8)
-		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), _mm256_loadu_ps(r + c), acc);
+		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), ld8(r, off + c, half), acc);
 	return acc;
 }
 
 // dot_row is one score with exactly hsum8x8's summation order.
-static inline float dot_row(const float *q, const float *r, int64_t hd) {
+static inline __attribute__((always_inline)) float dot_row(const float *q, const void *r, int64_t off, int64_t hd,
+		int half) {
 	__m256 a[8];
-	a[0] = dot_acc(q, r, hd);
+	a[0] = dot_acc(q, r, off, hd, half);
 	for (int i = 1; i < 8; i++)
 		a[i] = a[0];
 	float s[8];
@@ -310,25 +319,26 @@ static inline float dot_row(const float *q, const float *r, int64_t hd) {
 	return s[0];
 }
 
-// kn_attend_avx2 is decoder attention for one query row and one KV head: for each of the nq query
-// heads sharing the KV head (q: nq rows of hd floats, adjacent), scores s[t] = q·K[t] over the npos
+// attend is decoder attention for one query row and one KV head: for each of the nq query heads
+// sharing the KV head (q: nq rows of hd floats, adjacent), scores s[t] = q·K[t] over the npos
 // visible positions, softmax(scale·s), and out = Σ_t p[t]·V[t]; keys and values are rows of hd
-// floats (hd a multiple of 8). probs holds npos floats of scratch. Scores are taken eight positions
-// at a time with one transposing reduction; values are accumulated row by row, so no horizontal
-// sum is needed there. Every row goes through the same operations whatever else is in the batch.
-void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos,
-		int64_t nq, float scale, float *probs) {
+// values (hd a multiple of 8), float32 or fp16 (half). probs holds npos floats of scratch. Scores
+// are taken eight positions at a time with one transposing reduction; values are accumulated row
+// by row, so no horizontal sum is needed there. Every row goes through the same operations
+// whatever else is in the batch.
+static inline __attribute__((always_inline)) void attend(float *out, const float *q, const void *k, const void *v,
+		int64_t hd, int64_t npos, int64_t nq, float scale, float *probs, int half) {
 	for (int64_t h = 0; h < nq; h++) {
 		const float *qh = q + h * hd;
 		int64_t t = 0;
 		for (; t + 8 <= npos; t += 8) {
 			__m256 a[8];
 			for (int i = 0; i < 8; i++)
-				a[i] = dot_acc(qh, k + (t + i) * hd, hd);
+				a[i] = dot_acc(qh, k, (t + i) * hd, hd, half);
 			_mm256_storeu_ps(probs + t, hsum8x8(a));
 		}
 		for (; t < npos; t++)
-			probs[t] = dot_row(qh, k + t * hd, hd);
+			probs[t] = dot_row(qh, k, t * hd, hd, half);
 		kn_softmax_avx2(probs, npos, scale);
 		float *oh = out + h * hd;
 		for (int64_t d0 = 0; d0 < hd; d0 += 64) {
@@ -338,14 +348,32 @@ void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, 
 				acc[i] = _mm256_setzero_ps();
 			for (t = 0; t < npos; t++) {
 				const __m256 p = _mm256_broadcast_ss(probs + t);
-				const float *vr = v + t * hd + d0;
 				for (int i = 0; i < nv; i++)
-					acc[i] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8 * i), acc[i]);
+					acc[i] = _mm256_fmadd_ps(p, ld8(v, t * hd + d0 + 8 * i, half), acc[i]);
 			}
 			for (int i = 0; i < nv; i++)
 				_mm256_storeu_ps(oh + d0 + 8 * i, acc[i]);
 		}
 	}
+}
+
+void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos,
+		int64_t nq, float scale, float *probs) {
+	attend(out, q, k, v, hd, npos, nq, scale, probs, 0);
+}
+
+void kn_attend_f16_avx2(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t hd, int64_t npos,
+		int64_t nq, float scale, float *probs) {
+	attend(out, q, k, v, hd, npos, nq, scale, probs, 1);
+}
+
+// kn_f32_to_f16_avx2 converts n floats to fp16, rounding to nearest even (F16C), as F32ToF16 does.
+void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		_mm_storeu_si128((__m128i *)(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+	for (; i < n; i++)
+		dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
 #define KN_VNNI 0

@@ -118,3 +118,14 @@ func simdAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs [
 	C.kn_attend_avx2(f32p(out), f32p(q), f32p(k), f32p(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
 		C.float(scale), f32p(probs))
 }
+
+func u16s(s []uint16) *C.uint16_t { return (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func simdAttendF16(out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
+	C.kn_attend_f16_avx2(f32p(out), f32p(q), u16s(k), u16s(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
+		C.float(scale), f32p(probs))
+}
+
+func simdF32ToF16(dst []uint16, src []float32) {
+	C.kn_f32_to_f16_avx2(u16s(dst), f32p(src), C.int64_t(len(src)))
+}

@@ -50,3 +50,8 @@ func simdSoftmax(s []float32, scale float32) { genericSoftmax(s, scale) }
 func simdAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
 	genericAttend(out, q, k, v, hd, npos, nq, scale, probs)
 }
+
+func simdAttendF16(out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
+	genericAttendF16(out, q, k, v, hd, npos, nq, scale, probs)
+}
+func simdF32ToF16(dst []uint16, src []float32) { genericF32ToF16(dst, src) }

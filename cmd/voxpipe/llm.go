@@ -27,7 +27,7 @@ const llmUsage = `usage: voxpipe llm <command> [flags]
 
 commands:
   run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N] [--draft D | --lookup]
-  bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json] [--no-repack]
+  bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json] [--no-repack] [--kv-f32]
             [--draft D | --lookup] [--question Q ...] [--spec-tokens 128] [--spec-k K]
             speculative decoding: plain vs speculative greedy answers to ChatML questions
             [--concurrency 1,2,4,8,16]   continuous batching: aggregate and per-sequence speed
@@ -308,6 +308,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	concurrency := fs.String("concurrency", "", "continuous batching: comma-separated sequence counts decoded at once, e.g. 1,2,4,8,16")
 	noRepack := fs.Bool("no-repack", false, "keep Q8_0 weights in the file layout (one-row kernels), to compare")
+	kvF32 := fs.Bool("kv-f32", false, "keep the KV cache in float32 (quantized models default to fp16), to compare")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -323,6 +324,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	cfg.NoRepack = *noRepack
+	cfg.KVF32 = *kvF32
 	if *specK < 0 || *specK > 8 {
 		return fmt.Errorf("%w: llm bench: --spec-k wants 0 to 8, got %d\n%s", errUsage, *specK, llmUsage)
 	}

@@ -39,6 +39,11 @@ type Config struct {
 	// was 4-6x slower on the dev VM (TLB misses on 4 KiB page-cache
 	// pages); see model.copyWeights.
 	InPlace bool
+	// KVF32 keeps the KV cache in float32 for models with quantized
+	// matrices too (they get fp16 by default: half the bytes attention
+	// reads; F32 and F16 models always keep float32).
+	KVF32 bool
+
 	// NoRepack keeps Q8_0 weights in the file's row layout and uses the
 	// one-row kernels for decoding; only for measuring what the packed
 	// batched kernels (kernels.PackQ8_0) gain. Implied by InPlace.

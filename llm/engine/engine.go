@@ -145,6 +145,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	m.hp.kvHalf = m.quantized() && !cfg.KVF32
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
 		return nil, err

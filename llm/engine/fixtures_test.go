@@ -27,22 +27,22 @@ func TestFixtures(t *testing.T) {
 		"qwen2-tiny-f32", "qwen2-tiny-q8_0",
 		"qwen3-tiny-f32", "qwen3-tiny-q8_0",
 	} {
-		for _, repack := range []bool{false, true} {
-			if repack && !strings.HasSuffix(name, "q8_0") {
-				continue // only Q8_0 matrices are repacked
+		for _, c := range []struct {
+			layout         string
+			repack, kvHalf bool
+		}{{"rows", false, false}, {"packed", true, false}, {"packed-kv16", true, true}} {
+			if c.repack && !strings.HasSuffix(name, "q8_0") {
+				continue // only Q8_0 matrices are repacked, and only quantized models get an fp16 cache
 			}
-			layout := "rows"
-			if repack {
-				layout = "packed"
-			}
-			t.Run(name+"/"+layout, func(t *testing.T) { fixtureCase(t, dir, name, repack) })
+			t.Run(name+"/"+c.layout, func(t *testing.T) { fixtureCase(t, dir, name, c.repack, c.kvHalf) })
 		}
 	}
 }
 
-func fixtureCase(t *testing.T, dir, name string, repack bool) {
+func fixtureCase(t *testing.T, dir, name string, repack, kvHalf bool) {
 	ref := loadRef(t, filepath.Join(dir, name+".ref.json"))
 	_, m := testModelLayout(t, filepath.Join(dir, name+".gguf"), repack)
+	m.hp.kvHalf = kvHalf // as the engine chooses for quantized models
 	tol := 1e-4
 	switch {
 	case strings.HasPrefix(name, "stories") && strings.HasSuffix(name, "f32"):

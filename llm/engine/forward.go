@@ -31,19 +31,32 @@ type matTask struct {
 	chunks int
 }
 
-// kvCache holds the keys and values of one sequence, F32, per layer and
-// KV head, each as [position][headDim]: a query row's scores read key rows
-// and its output accumulates value rows (kernels.Attend), both contiguous.
+// kvCache holds the keys and values of one sequence, per layer and KV
+// head, each as [position][headDim]: a query row's scores read key rows and
+// its output accumulates value rows (kernels.Attend), both contiguous.
+// Values are float32, or fp16 (half) for models with quantized matrices:
+// attention reads every cached position for every new token of every
+// sequence, so halving those bytes matters as conversations grow and as
+// more sequences share a step (llama.cpp's default too). F32 and F16
+// weight models keep float32 so their results stay exact.
 type kvCache struct {
-	k, v    [][]float32 // per layer: [kvHeads][cap][headDim]
-	kvHeads int
-	headDim int
-	cap     int // positions allocated
-	max     int // positions allowed (context size)
+	k, v     [][]float32 // per layer: [kvHeads][cap][headDim] (float32 cache)
+	k16, v16 [][]uint16  // the same as fp16 (half cache)
+	half     bool
+	kvHeads  int
+	headDim  int
+	cap      int // positions allocated
+	max      int // positions allowed (context size)
 }
 
 func newKVCache(hp *hyperParams, maxPos int) *kvCache {
-	return &kvCache{k: make([][]float32, hp.layers), v: make([][]float32, hp.layers), kvHeads: hp.kvHeads, headDim: hp.headDim, max: maxPos}
+	c := &kvCache{half: hp.kvHalf, kvHeads: hp.kvHeads, headDim: hp.headDim, max: maxPos}
+	if c.half {
+		c.k16, c.v16 = make([][]uint16, hp.layers), make([][]uint16, hp.layers)
+	} else {
+		c.k, c.v = make([][]float32, hp.layers), make([][]float32, hp.layers)
+	}
+	return c
 }
 
 // kvGrowStep keeps reallocations rare while a conversation grows.
@@ -57,31 +70,56 @@ func (c *kvCache) reserve(n int) {
 	}
 	newCap := (n + kvGrowStep - 1) / kvGrowStep * kvGrowStep
 	newCap = min(newCap, c.max)
-	hd := c.headDim
-	for l := range c.k {
-		k := make([]float32, c.kvHeads*newCap*hd)
-		v := make([]float32, c.kvHeads*newCap*hd)
-		if c.cap > 0 {
-			for g := 0; g < c.kvHeads; g++ {
-				copy(k[g*newCap*hd:], c.k[l][g*c.cap*hd:(g+1)*c.cap*hd])
-				copy(v[g*newCap*hd:], c.v[l][g*c.cap*hd:(g+1)*c.cap*hd])
-			}
-		}
-		c.k[l], c.v[l] = k, v
+	if c.half {
+		growHeads(c.k16, c.kvHeads, c.headDim, c.cap, newCap)
+		growHeads(c.v16, c.kvHeads, c.headDim, c.cap, newCap)
+	} else {
+		growHeads(c.k, c.kvHeads, c.headDim, c.cap, newCap)
+		growHeads(c.v, c.kvHeads, c.headDim, c.cap, newCap)
 	}
 	c.cap = newCap
 }
 
-// head returns the cached keys (or values) of layer l, KV head g.
-func (c *kvCache) head(data []float32, g int) []float32 {
+// growHeads reallocates every layer's [heads][cap][hd] rows for newCap
+// positions, keeping the old ones.
+func growHeads[T float32 | uint16](layers [][]T, heads, hd, oldCap, newCap int) {
+	for l := range layers {
+		d := make([]T, heads*newCap*hd)
+		for g := 0; g < heads && oldCap > 0; g++ {
+			copy(d[g*newCap*hd:], layers[l][g*oldCap*hd:(g+1)*oldCap*hd])
+		}
+		layers[l] = d
+	}
+}
+
+// kvHead returns the rows of KV head g of one layer's keys or values.
+func kvHead[T float32 | uint16](c *kvCache, data []T, g int) []T {
 	n := c.cap * c.headDim
 	return data[g*n : (g+1)*n]
 }
 
+// store writes key and value rows for position p of layer l, head g.
+func (c *kvCache) store(l, g, p int, k, v []float32) {
+	hd := c.headDim
+	if c.half {
+		kernels.F32ToF16Row(kvHead(c, c.k16[l], g)[p*hd:(p+1)*hd], k)
+		kernels.F32ToF16Row(kvHead(c, c.v16[l], g)[p*hd:(p+1)*hd], v)
+		return
+	}
+	copy(kvHead(c, c.k[l], g)[p*hd:(p+1)*hd], k)
+	copy(kvHead(c, c.v[l], g)[p*hd:(p+1)*hd], v)
+}
+
 // bytes is the memory held by the cache.
 func (c *kvCache) bytes() int64 {
-	return int64(len(c.k)) * 2 * int64(c.kvHeads) * int64(c.cap) * int64(c.headDim) * 4
+	elem := int64(4)
+	if c.half {
+		elem = 2
+	}
+	return int64(c.layers()) * 2 * int64(c.kvHeads) * int64(c.cap) * int64(c.headDim) * elem
 }
+
+func (c *kvCache) layers() int { return max(len(c.k), len(c.k16)) }
 
 // compute owns the scratch buffers and the worker pool of one model. Only
 // the scheduler goroutine uses it.
@@ -332,8 +370,7 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 			kv, p := sg.kv, sg.pos0+j-sg.start
 			vj := rt.v[j*kvDim : (j+1)*kvDim]
 			for g := 0; g < hp.kvHeads; g++ {
-				copy(kv.head(kv.k[l], g)[p*hd:(p+1)*hd], kj[g*hd:(g+1)*hd])
-				copy(kv.head(kv.v[l], g)[p*hd:(p+1)*hd], vj[g*hd:(g+1)*hd])
+				kv.store(l, g, p, kj[g*hd:(g+1)*hd], vj[g*hd:(g+1)*hd])
 			}
 		}
 		rt.pool.run(opAttn, n*hp.kvHeads)
@@ -448,8 +485,12 @@ func (rt *compute) attend(j, g int, probs []float32) {
 	hd, grp := hp.headDim, hp.heads/hp.kvHeads
 	npos := sg.pos0 + j - sg.start + 1 // causal: the row sees positions [0, npos)
 	off := j*hp.qDim() + g*grp*hd
-	kernels.Attend(rt.att[off:off+grp*hd], rt.q[off:off+grp*hd], kv.head(kv.k[rt.layer], g), kv.head(kv.v[rt.layer], g),
-		hd, npos, grp, rt.attScale, probs)
+	out, q := rt.att[off:off+grp*hd], rt.q[off:off+grp*hd]
+	if kv.half {
+		kernels.AttendF16(out, q, kvHead(kv, kv.k16[rt.layer], g), kvHead(kv, kv.v16[rt.layer], g), hd, npos, grp, rt.attScale, probs)
+		return
+	}
+	kernels.Attend(out, q, kvHead(kv, kv.k[rt.layer], g), kvHead(kv, kv.v[rt.layer], g), hd, npos, grp, rt.attScale, probs)
 }
 
 // embedRow writes row id of the embedding table as float32.

@@ -36,6 +36,8 @@ type hyperParams struct {
 	qkNorm    bool // qwen3
 	tiedOut   bool // no output.weight: logits use token_embd
 	ropeFreqs []float32
+
+	kvHalf bool // KV caches are fp16 (chosen by the engine, not read from the file)
 }
 
 func (h *hyperParams) qDim() int  { return h.heads * h.headDim }
@@ -54,6 +56,18 @@ type weight struct {
 	// copyWeights), which the batched kernels read.
 	packed bool
 	noPack bool // keep the file's layout (Config.NoRepack)
+}
+
+// quantized reports whether the model's layer matrices are Q8_0 or Q4_0;
+// such models get an fp16 KV cache unless Config.KVF32 says otherwise.
+func (m *model) quantized() bool {
+	for i := range m.layers {
+		switch m.layers[i].wq.typ {
+		case gguf.TypeQ8_0, gguf.TypeQ4_0:
+			return true
+		}
+	}
+	return false
 }
 
 // packable reports whether copyWeights repacks w for the batched kernels.

@@ -276,6 +276,7 @@ func openDraft(cfg Config, target *gguf.File, targetModel *model) (*draftModel, 
 	if err != nil {
 		return fail(fmt.Errorf("engine: draft model %s: %w", cfg.DraftPath, err))
 	}
+	m.hp.kvHalf = m.quantized() && !cfg.KVF32
 	if m.hp.vocab != targetModel.hp.vocab {
 		return fail(fmt.Errorf("%w: draft %s has %d embedding rows, target %d", ErrDraftVocab, cfg.DraftPath, m.hp.vocab, targetModel.hp.vocab))
 	}
