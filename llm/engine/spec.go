@@ -102,11 +102,14 @@ type speculator struct {
 	// Measured while decoding (EMAs): the wall time of a target pass over
 	// k+1 rows, of one draft step, and the chance that proposal j is kept
 	// given that the ones before it were. calibrate seeds the times.
-	passT  [specMaxK + 1]float64
-	draftT float64
-	extraT float64 // the rest of a speculative round: sampling and checking the rows, streaming
-	accAt  [specMaxK]float64
-	rounds int
+	passT      [specMaxK + 1]float64 // [0]: seconds of a one-token step; [k]: a (k+1)-row pass relative to it
+	draftT     float64               // a draft step relative to passT[0]
+	extraT     float64               // the rest of a speculative round: sampling and checking the rows, streaming
+	accAt      [specMaxK]float64
+	catchUp    time.Duration // total spent bringing a lagging draft model up to date
+	sinceProbe int           // rounds since the last probe
+	probeGap   int           // rounds between probes: minProbeGap, doubled after each losing probe
+	probing    bool          // the current round is a probe
 
 	batch  []int32   // [1+specMaxK] chosen token + proposals
 	all    []float32 // [(1+specMaxK)][vocab] target logits of the batch
@@ -138,9 +141,9 @@ func newSpeculator(vocab int, draft *draftModel, draftCost float64) *speculator 
 func (sp *speculator) seedTimes(one float64) {
 	sp.passT[0] = one
 	for k := 1; k <= specMaxK; k++ {
-		sp.passT[k] = one * (1 + sp.verifyBase + float64(k-1)*sp.verifyCost)
+		sp.passT[k] = 1 + sp.verifyBase + float64(k-1)*sp.verifyCost
 	}
-	sp.draftT = one * sp.draftCost
+	sp.draftT = sp.draftCost
 }
 
 // timeWeight and accWeight are the EMA weights of a new measurement: times
@@ -154,29 +157,59 @@ func ema(v *float64, x, w float64) { *v += w * (x - *v) }
 
 // chooseK picks the proposal count with the best expected tokens per
 // second: a round with k proposals yields 1 + Σ_{i≤k} Π_{j<i} accAt[j]
-// tokens and costs passT[k] + k·draftT + extraT. Both sides are measured while
-// decoding, so the choice follows the machine (a busy core makes long
+// tokens and costs passT[0]·(passT[k] + k·draftT) + extraT. Both sides are
+// measured while decoding, so the choice follows the machine (a busy core makes long
 // verification passes dearer) and the content (a quoting answer raises
 // acceptance). Speculating must promise 5% more than a plain step, for
-// what the model leaves out (sampling the extra rows). Every probeEvery
-// rounds it proposes one more than the best, so the time and acceptance of
-// a longer draft are measured too (seeds from a cold calibration may
-// overprice them, and then they would never be tried).
+// what the model leaves out (sampling the extra rows). Now and then it
+// proposes one more than the best (a probe), so the time and acceptance of
+// a longer draft are measured too: seeds from a cold calibration may
+// overprice them, and then they would never be tried. A probe that yields
+// fewer tokens per second than plain steps doubles the gap to the next
+// (a lagging draft model must catch up first, which a big draft makes dear).
 func (sp *speculator) chooseK() int {
 	if sp.fixedK > 0 {
 		return sp.fixedK
 	}
-	sp.rounds++
 	k := sp.bestK()
-	if sp.rounds%probeEvery == 0 && k < specMaxK {
+	sp.sinceProbe++
+	if sp.sinceProbe >= max(sp.probeGap, minProbeGap) && k < specMaxK {
+		sp.sinceProbe, sp.probing = 0, true
 		k++
 	}
 	return k
 }
 
-// probeEvery is how often chooseK tries a longer draft than it expects to
-// be best.
-const probeEvery = 16
+// probed reports the yield of a probe round.
+func (sp *speculator) probed(tokens int, d time.Duration) {
+	sp.probing = false
+	if float64(tokens)/d.Seconds() < 1/sp.passT[0] {
+		sp.probeGap = min(max(sp.probeGap, minProbeGap)*2, maxProbeGap)
+	} else {
+		sp.probeGap = minProbeGap
+	}
+}
+
+// minProbeGap and maxProbeGap bound the rounds between probes.
+const (
+	minProbeGap = 16
+	maxProbeGap = 1024
+)
+
+// catchUpTokens is the lag a draft model has in a round that follows a
+// speculative one (the pending token and the last kept); more means it sat
+// out plain steps and must catch up.
+const catchUpTokens = 2
+
+// firstProbeGap is the gap before the first probe: a draft whose step costs
+// a good part of a target step (a Q4_0 self-draft of a compute-bound
+// target) has dear catch-ups, so it is probed rarely from the start.
+func firstProbeGap(draftCost float64) int {
+	if draftCost > 0.3 {
+		return 16 * minProbeGap
+	}
+	return minProbeGap
+}
 
 // bestK is the proposal count with the best expected tokens per second.
 func (sp *speculator) bestK() int {
@@ -185,7 +218,7 @@ func (sp *speculator) bestK() int {
 	for k := 1; k <= specMaxK; k++ {
 		keep *= sp.accAt[k-1]
 		tokens += keep
-		if rate := tokens / (sp.passT[k] + float64(k)*sp.draftT + sp.extraT); rate > best {
+		if rate := tokens / (sp.passT[0]*(sp.passT[k]+float64(k)*sp.draftT) + sp.extraT); rate > best {
 			best, bestK = rate, k
 		}
 	}
@@ -245,6 +278,7 @@ func (e *Engine) calibrate() error {
 		sp.draftCost = min(max(d.Seconds()/one.Seconds(), 0.01), 2)
 	}
 	sp.seedTimes(one.Seconds())
+	sp.probeGap = firstProbeGap(sp.draftCost)
 	return nil
 }
 
@@ -397,8 +431,14 @@ func (e *Engine) proposeDraft(ctx context.Context, samp *sampler, history []int3
 		cached-- // the last token must run again to produce logits
 	}
 	d.seq.tokens = d.seq.tokens[:cached]
+	start := time.Now()
 	if err := d.rt.forward(ctx, d.seq.kv, history[cached:], cached, nil); err != nil {
 		return 0, err
+	}
+	if lag := len(history) - cached; lag > catchUpTokens {
+		// A catch-up after plain steps (or a new prompt) is not the cost
+		// of a proposal: it stays out of draftT and is charged to probing.
+		sp.catchUp += time.Since(start)
 	}
 	d.seq.tokens = append(d.seq.tokens, history[cached:]...)
 	vocab := e.model.hp.vocab
@@ -460,20 +500,27 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	var parts float64 // seconds of the round spent in timed parts
 	if k > 0 {
 		roundStart = time.Now()
+		count0 := g.count
 		defer func() {
-			if !g.ended {
-				ema(&sp.extraT, max(time.Since(roundStart).Seconds()-parts, 0), timeWeight)
+			if g.ended {
+				sp.probing = false
+				return
+			}
+			d := time.Since(roundStart)
+			ema(&sp.extraT, max(d.Seconds()-parts, 0), timeWeight)
+			if sp.probing {
+				sp.probed(g.count-count0+1, d) // +1: the pending token the round fed
 			}
 		}()
 		seq.tokens = append(seq.tokens, pending) // history for the drafter; trimmed below
 		var err error
 		if sp.draft != nil {
-			start := time.Now()
+			start, catchUp0 := time.Now(), sp.catchUp
 			k, err = e.proposeDraft(ctx, g.samp, seq.tokens, k, sampling)
 			if k > 0 {
-				d := time.Since(start).Seconds()
-				parts += d
-				ema(&sp.draftT, d/float64(k), timeWeight)
+				d := time.Since(start)
+				parts += d.Seconds()
+				ema(&sp.draftT, (d-(sp.catchUp-catchUp0)).Seconds()/float64(k)/sp.passT[0], timeWeight)
 			}
 		} else {
 			k = lookupDraft(seq.tokens, sp.batch[1:1+k])
@@ -507,7 +554,10 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	}
 	d := time.Since(start).Seconds()
 	parts += d
-	ema(&sp.passT[k], d, timeWeight)
+	// Relative to the one-token step, so that a change of machine load
+	// (which moves all pass times alike) does not leave stale entries
+	// looking cheap or dear.
+	ema(&sp.passT[k], d/sp.passT[0], timeWeight)
 	seq.tokens = append(seq.tokens, pending)
 	sp.stats.Rounds++
 	sp.stats.Drafted += k

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
@@ -396,8 +397,9 @@ func TestLookupDraft(t *testing.T) {
 // measured passes get dear.
 func TestChooseKFollowsMeasurements(t *testing.T) {
 	sp := newSpeculator(8, nil, 0.05)
-	for k := range sp.passT {
-		sp.passT[k] = 1e-3 * (1 + 0.1*float64(k)) // cheap extra rows
+	sp.passT[0] = 1e-3
+	for k := 1; k <= specMaxK; k++ {
+		sp.passT[k] = 1 + 0.1*float64(k) // cheap extra rows
 	}
 	for i := 0; i < 100; i++ {
 		for j := 0; j < specMaxK; j++ {
@@ -407,8 +409,8 @@ func TestChooseKFollowsMeasurements(t *testing.T) {
 	if k := sp.bestK(); k != specMaxK {
 		t.Errorf("everything kept, cheap rows: k %d, want %d", k, specMaxK)
 	}
-	for k := range sp.passT {
-		sp.passT[k] = 1e-3 * (1 + 0.3*float64(k)) // dearer rows
+	for k := 1; k <= specMaxK; k++ {
+		sp.passT[k] = 1 + 0.3*float64(k) // dearer rows
 	}
 	for j := range sp.accAt {
 		sp.accAt[j] = 0.7
@@ -425,13 +427,18 @@ func TestChooseKFollowsMeasurements(t *testing.T) {
 		t.Errorf("nothing kept: k %d, want 0", k)
 	}
 	probes := 0
-	for i := 0; i < 10*probeEvery; i++ {
+	for i := 0; i < 10*minProbeGap; i++ {
 		if sp.chooseK() > 0 {
 			probes++
+			sp.probed(1, 10*time.Millisecond) // a losing probe: slower than a plain step
 		}
 	}
-	if probes != 10 {
-		t.Errorf("nothing kept: %d probing rounds in %d, want 10", probes, 10*probeEvery)
+	if probes < 3 || probes > 4 {
+		t.Errorf("losing probes: %d in %d rounds, want the gap to double each time (3-4)", probes, 10*minProbeGap)
+	}
+	sp.probed(5, time.Millisecond) // a winning probe resets the gap
+	if sp.probeGap != minProbeGap {
+		t.Errorf("gap %d after a winning probe, want %d", sp.probeGap, minProbeGap)
 	}
 }
 

@@ -80,10 +80,14 @@ func QuantizeFile(in, out string, typ gguf.Type) error {
 }
 
 // TargetType is the type QuantizeFile stores tensor ti in when the model's target is typ.
+// Q8_0 and Q4_0 sources are requantized (dequantized, then quantized again) like float ones,
+// so a Q8_0 model can be turned into its own Q4_0 self-draft; that loses precision, which a
+// draft can afford.
 func TargetType(ti gguf.TensorInfo, typ gguf.Type) gguf.Type {
-	isFloat := ti.Type == gguf.TypeF32 || ti.Type == gguf.TypeF16
-	if !isFloat {
-		return ti.Type // already quantized or an integer tensor: copied as is
+	switch ti.Type {
+	case gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0:
+	default:
+		return ti.Type // an integer tensor: copied as is
 	}
 	if len(ti.Dims) < 2 || !strings.HasSuffix(ti.Name, "weight") {
 		return gguf.TypeF32
@@ -92,6 +96,9 @@ func TargetType(ti gguf.TensorInfo, typ gguf.Type) gguf.Type {
 		return gguf.TypeF32
 	}
 	if typ == gguf.TypeQ4_0 && (ti.Name == "token_embd.weight" || ti.Name == "output.weight") {
+		if ti.Type == gguf.TypeQ4_0 {
+			return gguf.TypeQ4_0 // never requantize upwards: it would only add rounding
+		}
 		return gguf.TypeQ8_0
 	}
 	return typ
@@ -104,7 +111,9 @@ func convertTensor(ti gguf.TensorInfo, data []byte, dst gguf.Type) (StreamTensor
 		st.Emit = func(w io.Writer) error { _, err := w.Write(data); return err }
 		return st, nil
 	}
-	if ti.Type != gguf.TypeF32 && ti.Type != gguf.TypeF16 {
+	switch ti.Type {
+	case gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0:
+	default:
 		return st, fmt.Errorf("tensor %s is %s: %w", ti.Name, ti.Type, ErrSourceType)
 	}
 	cols := 1
@@ -112,7 +121,7 @@ func convertTensor(ti gguf.TensorInfo, data []byte, dst gguf.Type) (StreamTensor
 		cols = int(ti.Dims[0])
 	}
 	rows := int(ti.Elements()) / max(cols, 1)
-	srcRow := cols * ti.Type.BlockBytes()
+	srcRow := cols / max(ti.Type.BlockSize(), 1) * ti.Type.BlockBytes()
 	st.Emit = func(w io.Writer) error {
 		row := make([]float32, cols)
 		enc := NewRowEncoder(dst, cols)
@@ -128,8 +137,15 @@ func convertTensor(ti gguf.TensorInfo, data []byte, dst gguf.Type) (StreamTensor
 }
 
 func decodeRow(dst []float32, src []byte, typ gguf.Type) {
-	if typ == gguf.TypeF16 {
+	switch typ {
+	case gguf.TypeF16:
 		kernels.DequantizeF16(dst, src)
+		return
+	case gguf.TypeQ8_0:
+		kernels.DequantizeQ8_0(dst, src)
+		return
+	case gguf.TypeQ4_0:
+		kernels.DequantizeQ4_0(dst, src)
 		return
 	}
 	for i := range dst {

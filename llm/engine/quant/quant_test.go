@@ -214,3 +214,73 @@ func TestBadTarget(t *testing.T) {
 		t.Fatal("Q4_1 target accepted")
 	}
 }
+
+// A Q8_0 model requantizes: to F32 exactly its dequantized values, to Q4_0
+// within Q4_0's rounding of them (the self-draft), to Q8_0 unchanged.
+func TestRequantizeFromQ8_0(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "f32.gguf")
+	writeSmall(t, src, gguf.TypeF32)
+	q8 := filepath.Join(dir, "q8.gguf")
+	if err := QuantizeFile(src, q8, gguf.TypeQ8_0); err != nil {
+		t.Fatal(err)
+	}
+	in, err := gguf.Open(q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeQ4_0, gguf.TypeQ8_0} {
+		out := filepath.Join(dir, "q8-to-"+typ.String()+".gguf")
+		if err := QuantizeFile(q8, out, typ); err != nil {
+			t.Fatalf("Q8_0 → %s: %v", typ, err)
+		}
+		f, err := gguf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range in.Tensors {
+			_, srcData, _ := in.Tensor(ti.Name)
+			got, data, ok := f.Tensor(ti.Name)
+			if !ok {
+				t.Fatalf("%s: tensor %s missing", typ, ti.Name)
+			}
+			if want := TargetType(ti, typ); got.Type != want {
+				t.Errorf("%s: tensor %s stored %s, want %s", typ, ti.Name, got.Type, want)
+			}
+			n := int(ti.Elements())
+			ref, val := make([]float32, n), make([]float32, n)
+			decodeRows(ref, srcData, ti.Type)
+			decodeRows(val, data, got.Type)
+			var amax, maxErr float64
+			for i := range ref {
+				amax = math.Max(amax, math.Abs(float64(ref[i])))
+				maxErr = math.Max(maxErr, math.Abs(float64(ref[i]-val[i])))
+			}
+			bound := 0.0
+			if got.Type == gguf.TypeQ4_0 && ti.Type != gguf.TypeQ4_0 {
+				bound = amax / 8 * 1.01
+			}
+			if maxErr > bound {
+				t.Errorf("Q8_0 → %s: tensor %s (%s) max error %g > %g", typ, ti.Name, got.Type, maxErr, bound)
+			}
+		}
+		f.Close()
+	}
+}
+
+// decodeRows widens a whole tensor of typ to float32.
+func decodeRows(dst []float32, data []byte, typ gguf.Type) {
+	switch typ {
+	case gguf.TypeQ8_0:
+		kernels.DequantizeQ8_0(dst, data)
+	case gguf.TypeQ4_0:
+		kernels.DequantizeQ4_0(dst, data)
+	case gguf.TypeF16:
+		kernels.DequantizeF16(dst, data)
+	default:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+	}
+}
