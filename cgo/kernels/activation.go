@@ -89,17 +89,26 @@ func Exp(x float32) float32 {
 // processed with it. The SIMD path needs hd to be a multiple of 8 (every supported model's is);
 // other sizes take the portable path.
 func Attend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
-	if npos <= 0 || nq <= 0 {
+	if !attendArgs(len(out), len(q), len(k), len(v), len(probs), hd, npos, nq) {
 		return
-	}
-	if len(out) < nq*hd || len(q) < nq*hd || len(k) < npos*hd || len(v) < npos*hd || len(probs) < npos {
-		panic("kernels: attend: slices too short for the given sizes")
 	}
 	if currentLevel() != levelGeneric && hd%8 == 0 {
 		simdAttend(out, q, k, v, hd, npos, nq, scale, probs)
 		return
 	}
 	genericAttend(out, q, k, v, hd, npos, nq, scale, probs)
+}
+
+// attendArgs checks Attend's slice lengths (panicking like an out-of-range index) and reports
+// whether there is anything to do.
+func attendArgs(out, q, k, v, probs, hd, npos, nq int) bool {
+	if npos <= 0 || nq <= 0 {
+		return false
+	}
+	if out < nq*hd || q < nq*hd || k < npos*hd || v < npos*hd || probs < npos {
+		panic("kernels: attend: slices too short for the given sizes")
+	}
+	return true
 }
 
 func genericAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
@@ -124,11 +133,8 @@ func genericAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, prob
 // AttendF16 is Attend with keys and values stored as fp16 (an F16 KV cache: half the bytes to
 // read per position); q, out and the arithmetic stay float32.
 func AttendF16(out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
-	if npos <= 0 || nq <= 0 {
+	if !attendArgs(len(out), len(q), len(k), len(v), len(probs), hd, npos, nq) {
 		return
-	}
-	if len(out) < nq*hd || len(q) < nq*hd || len(k) < npos*hd || len(v) < npos*hd || len(probs) < npos {
-		panic("kernels: attend: slices too short for the given sizes")
 	}
 	if currentLevel() != levelGeneric && hd%8 == 0 {
 		simdAttendF16(out, q, k, v, hd, npos, nq, scale, probs)

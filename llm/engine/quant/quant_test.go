@@ -179,18 +179,7 @@ func TestSmallFiles(t *testing.T) {
 					t.Errorf("%s: tensor %s stored %s, want %s", typ, name, ti.Type, want)
 				}
 				got := make([]float32, len(x))
-				switch ti.Type {
-				case gguf.TypeQ8_0:
-					kernels.DequantizeQ8_0(got, data)
-				case gguf.TypeQ4_0:
-					kernels.DequantizeQ4_0(got, data)
-				case gguf.TypeF16:
-					kernels.DequantizeF16(got, data)
-				default:
-					for i := range got {
-						got[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-					}
-				}
+				decodeRows(got, data, ti.Type)
 				// Error bounds relative to the largest weight (|w| ≲ 0.1): Q4_0 ≤ amax/8,
 				// Q8_0 ≤ amax/127·0.57, F16 ≤ 2^-11 relative, F32 exact.
 				var amax, maxErr float64
