@@ -14,13 +14,16 @@ var _ llm.Prefiller = (*Engine)(nil)
 // processes what differs. It joins the batch like any request but gets
 // rows only after the answers' prompts, and a Stream for the same
 // conversation takes the sequence over at once, keeping what was done.
-// It returns llm.ErrBusy instead of waiting when the queue is full.
+// It returns llm.ErrBusy instead of queueing behind waiting requests.
 func (e *Engine) Prefill(ctx context.Context, req llm.Request) (int, error) {
 	if len(req.Messages) == 0 {
 		return 0, ErrEmptyPrompt
 	}
 	if req.Conversation == "" {
 		return 0, ErrNoConversation
+	}
+	if len(e.queue) > 0 {
+		return 0, llm.ErrBusy // requests are waiting for a place: do not add to it
 	}
 	r := &request{ctx: ctx, req: req, prefillOnly: true, done: make(chan struct{})}
 	if err := e.enqueue(r); err != nil {

@@ -250,3 +250,21 @@ func longText(words int) string {
 	}
 	return string(b)
 }
+
+// An early-start prefill is best effort: with requests waiting for a place
+// it steps aside at once.
+func TestPrefillBusyWhenRequestsWait(t *testing.T) {
+	e := openTiny(t, defaultTiny("llama", gguf.TypeQ8_0), nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	go e.runOnScheduler(context.Background(), func() { close(started); <-release })
+	<-started
+	ch, err := e.Stream(context.Background(), llm.Request{Messages: hello, MaxTokens: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Prefill(context.Background(), llm.Request{Messages: hello, Conversation: "p"}); !errors.Is(err, llm.ErrBusy) {
+		t.Errorf("prefill with a request waiting: %v, want llm.ErrBusy", err)
+	}
+	close(release)
+	collect(t, ch)
+}
