@@ -397,6 +397,13 @@ func (s *sampler) draw(dist []float32, total float32) int32 {
 // occurrence of the history's last n-gram (n = 3, 2, 1) and copying what
 // followed it. It returns how many proposals it wrote into dst.
 func lookupDraft(history []int32, dst []int32) int {
+	k, _ := lookupDraftN(history, dst)
+	return k
+}
+
+// lookupDraftN is lookupDraft that also says the length of the n-gram it
+// matched (0 when none).
+func lookupDraftN(history []int32, dst []int32) (k, n int) {
 	h := len(history)
 	for n := 3; n >= 1; n-- {
 		if h <= n {
@@ -415,10 +422,10 @@ func lookupDraft(history []int32, dst []int32) int {
 				continue
 			}
 			follow := history[start+n:]
-			return copy(dst, follow)
+			return copy(dst, follow), n
 		}
 	}
-	return 0
+	return 0, 0
 }
 
 // proposeDraft runs the draft model over the target's tokens plus the
@@ -495,6 +502,17 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	k := 0
 	if sp != nil {
 		k = min(sp.chooseK(), g.maxTokens-g.count, e.cfg.ContextSize-pos-1)
+		// Prompt lookup costs nothing to ask: when the chooser says "no
+		// proposals" a strong match (two tokens or more, which mostly means
+		// the answer is quoting) still gets one, so quoting is noticed
+		// within a token instead of at the next probe.
+		if k == 0 && sp.draft == nil && g.maxTokens-g.count > 1 && pos+1 < e.cfg.ContextSize {
+			seq.tokens = append(seq.tokens, pending)
+			if _, n := lookupDraftN(seq.tokens, sp.batch[1:2]); n >= 2 {
+				k = 1
+			}
+			seq.tokens = seq.tokens[:pos]
+		}
 	}
 	var roundStart time.Time
 	var parts float64 // seconds of the round spent in timed parts
