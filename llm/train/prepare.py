@@ -18,6 +18,7 @@ import os
 import random
 import re
 
+import quoting
 import smalltalk
 
 SYSTEM_PROMPT = ("You are voxpipe, a friendly voice assistant. "
@@ -201,11 +202,34 @@ def dialogue(turns, rng, src):
     return {"messages": msgs, "src": src}
 
 
+def quote_dialogues(args, train, train_pairs, valid_pairs, heldout):
+    """Repeat-and-quote dialogues (quoting.py): a share of the training set, and a separate
+    validation set of them whose sentences and ordinary turns never occur in training."""
+    qrng = random.Random(args.seed + 1)
+    small = [(q, a) for qs, answers in smalltalk.INTENTS for q in qs for a in answers]
+    pool_valid = quoting.sentence_pool([a for _, a in valid_pairs], heldout)
+    keys_valid = {quoting.norm(p) for p in pool_valid}
+    pool_train = [p for p in quoting.sentence_pool([a for _, a in train_pairs + small], heldout)
+                  if quoting.norm(p) not in keys_valid]
+    nouns = sorted({q.split()[-1].rstrip("?") for q, _ in train_pairs
+                    if re.match(r"(What is|What's) an? [a-z]+\?$", q)} - heldout)
+    words = sorted({w for p in pool_train for w in re.findall(r"[a-z]+", p)})
+    quoter = quoting.Quoter(qrng, pool_train, train_pairs + small, nouns, words)
+    share = args.quote_share
+    n_train = round(len(train) * share / (1 - share))
+    train_q = [dialogue(quoter.dialogue(), qrng, "quote") for _ in range(n_train)]
+    vq = quoting.Quoter(qrng, pool_valid, valid_pairs, nouns, words)
+    valid_q = [dialogue(vq.dialogue(), qrng, "quote") for _ in range(300)]
+    return train_q, valid_q
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="build/train-data")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--heldout", type=int, default=60, help="headwords kept out of training")
+    ap.add_argument("--quote-share", type=float, default=0.06,
+                    help="share of the training dialogues that repeat or quote (quoting.py)")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     os.makedirs(args.out, exist_ok=True)
@@ -222,6 +246,7 @@ def main():
     heldout = set(heads[:args.heldout])
 
     train, valid, held = [], [], []
+    train_pairs, valid_pairs = [], []  # (question, answer) on each side, for the quoting dialogues
     for src, items in pairs.items():
         rng.shuffle(items)
         i = 0
@@ -236,7 +261,9 @@ def main():
                                                   {"role": "user", "content": q}], "reference": a, "src": src})
                 continue
             d = dialogue([(q, a) for _, q, a in group], rng, src)
-            (valid if rng.random() < 0.02 else train).append(d)
+            to_valid = rng.random() < 0.02
+            (valid if to_valid else train).append(d)
+            (valid_pairs if to_valid else train_pairs).extend((q, a) for _, q, a in group)
 
     for turns in smalltalk.dialogues(rng):
         d = dialogue(turns, rng, "smalltalk")
@@ -244,13 +271,21 @@ def main():
             train.append(d)
         valid.append(d) if rng.random() < 0.05 else None
 
+    # The quoting dialogues draw on their own generator, so the rest of the corpus, the validation
+    # set and the held-out questions are exactly what they were without them.
+    train, smalltalk_repeats = quoting.repeat_in_smalltalk(train, set(smalltalk.REPEAT_QUESTIONS))
+    train_quotes, valid_quotes = quote_dialogues(args, train, train_pairs, valid_pairs, heldout)
+    train += train_quotes
+
     rng.shuffle(train)
-    for name, rows in (("train", train), ("valid", valid), ("heldout", held)):
+    for name, rows in (("train", train), ("valid", valid), ("heldout", held), ("valid-quote", valid_quotes)):
         with open(os.path.join(args.out, name + ".jsonl"), "w", encoding="utf-8") as f:
             for r in rows:
                 f.write(json.dumps(r, ensure_ascii=False) + "\n")
     counts = {k: len(v) for k, v in pairs.items()}
     print(json.dumps({"pairs": counts, "train": len(train), "valid": len(valid), "heldout": len(held),
+                      "quote_train": len(train_quotes), "quote_valid": len(valid_quotes),
+                      "smalltalk_repeats_fixed": smalltalk_repeats,
                       "train_chars": sum(len(m["content"]) for d in train for m in d["messages"])}))
 
 

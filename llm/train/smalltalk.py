@@ -90,6 +90,10 @@ INTENTS = [
      ["Sorry, I can't do that. I can only talk with you.", "I can't control devices or apps, only answer questions."]),
 ]
 
+# "Say that again" and its kin: alone they ask for the question again; after an answer, prepare.py
+# has the answer repeated (quoting.repeat_in_smalltalk).
+REPEAT_QUESTIONS = next(qs for qs, _ in INTENTS if "Say that again." in qs)
+
 
 def dialogues(rng):
     """Yield lists of (question, answer) turns: every phrasing once, plus random short conversations."""

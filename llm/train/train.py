@@ -362,6 +362,8 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="GGUF weight type of the export")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--models", default="target,draft",
+                    help="which models to train, comma-separated (the shipped draft is distilled: distill.py)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     random.seed(args.seed)
@@ -388,7 +390,7 @@ def main():
     log("train tokens %d (%d learned), valid tokens %d" % (len(data[0]), int(data[1].sum()), len(valid[0])))
     report["train_tokens"], report["valid_tokens"] = len(data[0]), len(valid[0])
 
-    for name in ("target", "draft"):
+    for name in args.models.split(","):
         torch.manual_seed(args.seed)
         model = Llama(tok.get_vocab_size(), ctx=args.ctx, dropout=args.dropout, **SHAPES[name]).to(device)
         n_params = sum(p.numel() for p in model.parameters())
