@@ -128,7 +128,7 @@ type LLM struct {
 type Engine struct {
 	Model         string  `yaml:"model"`
 	DraftModel    string  `yaml:"draft_model"`   // "" = no draft model
-	PromptLookup  bool    `yaml:"prompt_lookup"` // draft from n-gram matches in the conversation
+	PromptLookup  bool    `yaml:"prompt_lookup"` // draft from n-gram matches in the conversation when DraftModel is
 	Threads       int     `yaml:"threads"`       // 0: one per core
 	ContextSize   int     `yaml:"context_size"`  // 0: the model's
 	ChatTemplate  string  `yaml:"chat_template"`
@@ -202,6 +202,7 @@ func Default() Config {
 			Backend: "engine",
 			Engine: Engine{
 				Model:         "models/voxpipe-demo-q8_0.gguf",
+				PromptLookup:  true,
 				Temperature:   0.7,
 				TopK:          40,
 				TopP:          0.95,

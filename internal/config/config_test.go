@@ -151,7 +151,6 @@ func TestValidateRejects(t *testing.T) {
 		{"pipeline.temperature", ".nan", "pipeline.temperature"},
 		{"asr.sphinx.jsgf", "/tmp/g.jsgf", "at most one of lm, jsgf and keywords"},
 		{"tts.backend", `""`, "tts.backend: must not be empty"},
-		{"llm.engine.prompt_lookup", "true", "at most one of draft_model and prompt_lookup"},
 		{"pipeline.early_start", "sometimes", "pipeline.early_start"},
 		{"pipeline.early_start_stable_ms", "-5", "pipeline.early_start_stable_ms"},
 	}
@@ -160,9 +159,6 @@ func TestValidateRejects(t *testing.T) {
 			c := Default()
 			if tc.key == "asr.sphinx.jsgf" {
 				c.ASR.Sphinx.LM = "/x.lm.bin"
-			}
-			if tc.key == "llm.engine.prompt_lookup" {
-				c.LLM.Engine.DraftModel = "models/voxpipe-demo-draft-q8_0.gguf"
 			}
 			if err := c.Set(tc.key, tc.value, "test"); err != nil {
 				t.Fatal(err)

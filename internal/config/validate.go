@@ -80,9 +80,6 @@ func (c *Config) Validate() error {
 	if c.LLM.Backend == "engine" {
 		v.nonEmpty("llm.engine.model", e.Model)
 	}
-	if e.DraftModel != "" && e.PromptLookup {
-		v.fail("llm.engine", "set at most one of draft_model and prompt_lookup")
-	}
 	v.intRange("llm.engine.threads", e.Threads, 0, 1024)
 	if e.ContextSize != 0 {
 		v.intRange("llm.engine.context_size", e.ContextSize, 16, 1<<20)
