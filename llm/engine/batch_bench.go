@@ -17,11 +17,13 @@ type ConcurrentResult struct {
 	DecodeTokens int // per sequence
 	// Wall time from admission to the last token of the last sequence.
 	Wall time.Duration
-	// Aggregate decode throughput: tokens after each sequence's first,
-	// over the time from the first first-token to the last last-token.
+	// Aggregate decode throughput in the steady state: tokens produced by
+	// all sequences while every one of them was decoding (from the last
+	// first-token to the first last-token), over that time. The steps in
+	// which some sequences still prefill are left out; they show in TTFT.
 	AggregateTokensPerS float64
-	// Per sequence means: time to first token, and time between tokens
-	// once decoding (what one listener experiences).
+	// Per sequence means: time to first token (prompt included), and time
+	// between tokens in that steady state (what one listener experiences).
 	MeanTTFT       time.Duration
 	MeanTokenDelay time.Duration
 }
@@ -48,7 +50,7 @@ func (e *Engine) BenchConcurrent(ctx context.Context, n, promptTokens, decodeTok
 			prompt[j] = int32(rng.IntN(e.model.hp.vocab))
 		}
 		reqs[i] = &request{
-			ctx: ctx, prompt: prompt, ignoreEOG: true, timing: &seqTiming{},
+			ctx: ctx, prompt: prompt, ignoreEOG: true, timing: &seqTiming{times: make([]time.Time, 0, decodeTokens)},
 			// A private sequence each: no cache reuse between runs.
 			req: llm.Request{Messages: []llm.Message{{Role: llm.RoleUser}}, MaxTokens: decodeTokens, Conversation: fmt.Sprintf("\x00bench-%d-%d", n, i)},
 			out: make(chan llm.Token, decodeTokens+3),
@@ -79,9 +81,8 @@ func (e *Engine) BenchConcurrent(ctx context.Context, n, promptTokens, decodeTok
 	if queueErr != nil {
 		return res, queueErr
 	}
-	var firstFirst, lastLast time.Time
-	var ttft, delay time.Duration
-	decoded := 0
+	var from, to, lastLast time.Time // the steady window: every sequence decoding
+	var ttft time.Duration
 	for _, r := range reqs {
 		for tok := range r.out {
 			if tok.Err != nil {
@@ -92,22 +93,43 @@ func (e *Engine) BenchConcurrent(ctx context.Context, n, promptTokens, decodeTok
 			return res, err
 		}
 		t := r.timing
-		if t.tokens < 2 {
+		if t.tokens < 2 || len(t.times) != t.tokens {
 			return res, fmt.Errorf("engine: bench sequence decoded %d tokens", t.tokens)
 		}
-		if firstFirst.IsZero() || t.first.Before(firstFirst) {
-			firstFirst = t.first
+		if t.first.After(from) {
+			from = t.first
+		}
+		if to.IsZero() || t.last.Before(to) {
+			to = t.last
 		}
 		if t.last.After(lastLast) {
 			lastLast = t.last
 		}
 		ttft += t.first.Sub(t.start)
-		delay += t.last.Sub(t.first) / time.Duration(t.tokens-1)
-		decoded += t.tokens - 1
+	}
+	if !to.After(from) {
+		return res, fmt.Errorf("engine: bench sequences did not decode together (decode more tokens)")
+	}
+	decoded := 0
+	var delay time.Duration
+	for _, r := range reqs {
+		in := 0
+		var span time.Duration
+		times := r.timing.times
+		for i := 1; i < len(times); i++ {
+			if times[i].After(from) && !times[i].After(to) {
+				in++
+				span += times[i].Sub(times[i-1])
+			}
+		}
+		decoded += in
+		if in > 0 {
+			delay += span / time.Duration(in)
+		}
 	}
 	e.forgetBenchSequences(n)
 	res.Wall = lastLast.Sub(start)
-	res.AggregateTokensPerS = float64(decoded) / lastLast.Sub(firstFirst).Seconds()
+	res.AggregateTokensPerS = float64(decoded) / to.Sub(from).Seconds()
 	res.MeanTTFT = ttft / time.Duration(n)
 	res.MeanTokenDelay = delay / time.Duration(n)
 	return res, nil

@@ -427,6 +427,7 @@ type seqTiming struct {
 	first  time.Time // first token
 	last   time.Time // last token
 	tokens int
+	times  []time.Time // every token's, when the bench asked for them (cap set)
 }
 
 func (t *seqTiming) token(count int) {
@@ -436,4 +437,7 @@ func (t *seqTiming) token(count int) {
 	}
 	t.last = now
 	t.tokens = count
+	if len(t.times) < cap(t.times) {
+		t.times = append(t.times, now)
+	}
 }
