@@ -68,6 +68,7 @@ func BenchmarkDemoStepCost(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			_, m := testModelLayout(b, c.path, c.repack)
+			m.hp.kvHalf = m.quantized() // the engine's default KV cache
 			rt := newCompute(m, c.threads, 1024, defaultBatch)
 			defer rt.close()
 			kv := newKVCache(&m.hp, 1024)
@@ -269,6 +270,7 @@ func BenchmarkDemoBatchStep(b *testing.B) {
 		target, _ = demoModels(b)
 	}
 	_, m := testModelLayout(b, target, true)
+	m.hp.kvHalf = m.quantized() // the engine's default KV cache
 	rt := newCompute(m, 2, 256, defaultBatch)
 	defer rt.close()
 	const pos = 100
