@@ -26,8 +26,9 @@ func PackedQ8_0Size(rows, cols int) int {
 	return (rows + PackRows - 1) / PackRows * PackRows * rowBytes(cols, BlockQ8_0)
 }
 
-// packedAt returns the offset of row i's piece q byte e in block b of a group, and of its scale.
-func packedAt(nb, b, q, i, e int) int { return b*32*PackRows + q*4*PackRows + i*4 + e }
+// packedAt returns the offset of row i's piece q byte e in block b of a group; packedScale that
+// of row i's scale for block b (the scales follow the nb blocks).
+func packedAt(b, q, i, e int) int { return b*32*PackRows + q*4*PackRows + i*4 + e }
 func packedScale(nb, b, i int) int    { return nb*32*PackRows + b*2*PackRows + 2*i }
 
 // PackQ8_0 writes the packed form of rows × cols Q8_0 weights src (plain ggml rows) into dst,
@@ -57,7 +58,7 @@ func PackQ8_0(dst, src []byte, rows, cols int) {
 						if blk != nil {
 							v = blk[2+4*q+e]
 						}
-						grp[packedAt(nb, b, q, i, e)] = v ^ 0x80
+						grp[packedAt(b, q, i, e)] = v ^ 0x80
 					}
 				}
 			}
@@ -77,7 +78,7 @@ func DequantizePackedQ8_0Row(dst []float32, w []byte, cols, r int) {
 		d := loadF16(grp[packedScale(nb, b, i):])
 		for q := 0; q < 8; q++ {
 			for e := 0; e < 4; e++ {
-				dst[b*32+4*q+e] = d * float32(int8(grp[packedAt(nb, b, q, i, e)]^0x80))
+				dst[b*32+4*q+e] = d * float32(int8(grp[packedAt(b, q, i, e)]^0x80))
 			}
 		}
 	}
@@ -130,7 +131,7 @@ func genericMatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int,
 				var s int32
 				for q := 0; q < 8; q++ {
 					for e := 0; e < 4; e++ {
-						s += int32(int8(grp[packedAt(nb, b, q, i, e)]^0x80)) * int32(int8(xb[2+4*q+e]))
+						s += int32(int8(grp[packedAt(b, q, i, e)]^0x80)) * int32(int8(xb[2+4*q+e]))
 					}
 				}
 				p := float32(s) * loadF16(xb)

@@ -201,7 +201,6 @@ func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
 		rt.rowIdx[i] = int32(i)
 	}
 	rt.rowSeg = make([]int32, b)
-	rt.segs = make([]segment, 0, b)
 	rt.pool = newPool(threads, rt)
 	return rt
 }
@@ -300,7 +299,7 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 	n := len(tokens)
 	dim, qDim, kvDim, ffn := hp.dim, hp.qDim(), hp.kvDim(), hp.ffn
 	rt.n = n
-	rt.segs = append(rt.segs[:0], segs...)
+	rt.segs = segs // read only, until the pass returns
 	for si := range rt.segs {
 		sg := &rt.segs[si]
 		if sg.pos0+sg.n > sg.kv.max {

@@ -55,7 +55,6 @@ type weight struct {
 	// packed: raw holds Q8_0 rows in kernels.PackQ8_0's layout (set by
 	// copyWeights), which the batched kernels read.
 	packed bool
-	noPack bool // keep the file's layout (Config.NoRepack)
 }
 
 // quantized reports whether the model's layer matrices are Q8_0 or Q4_0;
@@ -70,12 +69,12 @@ func (m *model) quantized() bool {
 	return false
 }
 
-// packable reports whether copyWeights repacks w for the batched kernels.
-func (w *weight) packable() bool { return w.typ == gguf.TypeQ8_0 && w.rows > 1 && !w.noPack }
+// packable reports whether w can be repacked for the batched kernels.
+func (w *weight) packable() bool { return w.typ == gguf.TypeQ8_0 && w.rows > 1 }
 
-// storedBytes is the size of w once copied (packed or not).
-func (w *weight) storedBytes() int {
-	if w.packable() {
+// storedBytes is the size of w once copied, packed or not.
+func (w *weight) storedBytes(pack bool) int {
+	if pack {
 		return kernels.PackedQ8_0Size(w.rows, w.cols)
 	}
 	return len(w.raw)
@@ -352,14 +351,9 @@ func (m *model) weights() []*weight {
 func (m *model) copyWeights(repack bool) (release func() error, err error) {
 	const align = 64
 	ws := m.weights()
-	if !repack {
-		for _, w := range ws {
-			w.noPack = true
-		}
-	}
 	total := 0
 	for _, w := range ws {
-		total += (w.storedBytes() + align - 1) &^ (align - 1)
+		total += (w.storedBytes(repack && w.packable()) + align - 1) &^ (align - 1)
 	}
 	arena, release, err := allocArena(total)
 	if err != nil {
@@ -367,9 +361,10 @@ func (m *model) copyWeights(repack bool) (release func() error, err error) {
 	}
 	off := 0
 	for _, w := range ws {
-		n := w.storedBytes()
+		pack := repack && w.packable()
+		n := w.storedBytes(pack)
 		dst := arena[off : off+n : off+n]
-		if w.packable() {
+		if pack {
 			kernels.PackQ8_0(dst, w.raw, w.rows, w.cols)
 			w.packed = true
 		} else {

@@ -73,7 +73,6 @@ type generation struct {
 	e         *Engine
 	r         *request // nil: tokens are only recorded (decodeIDs)
 	seq       *sequence
-	temp      bool    // seq is private to this generation (not a kept conversation)
 	prompt    []int32 // the whole prompt
 	fed       int     // prompt tokens already in seq
 	fed0      int     // fed at admission (cached tokens)
@@ -188,7 +187,7 @@ func (e *Engine) newGeneration(r *request) (*generation, error) {
 		}
 	}
 	g := &generation{e: e, r: r, prompt: prompt, maxTokens: maxTokens}
-	g.seq, g.temp = e.acquireSequence(req.Conversation, g)
+	g.seq = e.acquireSequence(req.Conversation, g)
 	cached := commonPrefix(g.seq.tokens, prompt)
 	if cached == len(prompt) && !r.prefillOnly {
 		cached-- // the last token must run again to produce logits
@@ -209,18 +208,18 @@ func (e *Engine) newGeneration(r *request) (*generation, error) {
 // acquireSequence returns the conversation's kept sequence for g, or a
 // private one when another generation is using it. An early-start prefill
 // holding it gives way: what it processed stays in the cache.
-func (e *Engine) acquireSequence(key string, g *generation) (*sequence, bool) {
+func (e *Engine) acquireSequence(key string, g *generation) *sequence {
 	if s, ok := e.convs[key]; ok && s.owner != nil {
 		if o := s.owner; o.r != nil && o.r.prefillOnly && !g.r.prefillOnly {
 			o.ended = true
 			s.owner = nil
 		} else {
-			return &sequence{tokens: make([]int32, 0, len(g.prompt)+g.maxTokens), kv: newKVCache(&e.model.hp, e.cfg.ContextSize), owner: g}, true
+			return &sequence{tokens: make([]int32, 0, len(g.prompt)+g.maxTokens), kv: newKVCache(&e.model.hp, e.cfg.ContextSize), owner: g}
 		}
 	}
 	s := e.sequenceFor(key)
 	s.owner = g
-	return s, false
+	return s
 }
 
 // step runs one forward pass for every active generation (or one

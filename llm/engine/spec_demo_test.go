@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 	"github.com/voxpipe/voxpipe/llm/engine/quant"
@@ -16,20 +17,7 @@ import (
 // demoModels returns the bundled demo target and draft, skipping when absent.
 func demoModels(t testing.TB) (target, draft string) {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("demo models not found (requires the repository's models/ folder)")
-		}
-		dir = parent
-	}
+	dir := testenv.RepoRoot(t)
 	target = filepath.Join(dir, "models", "voxpipe-demo-q8_0.gguf")
 	draft = filepath.Join(dir, "models", "voxpipe-demo-draft-q8_0.gguf")
 	for _, p := range []string{target, draft} {

@@ -179,7 +179,7 @@ func TestSmallFiles(t *testing.T) {
 					t.Errorf("%s: tensor %s stored %s, want %s", typ, name, ti.Type, want)
 				}
 				got := make([]float32, len(x))
-				decodeRows(got, data, ti.Type)
+				decodeRow(got, data, ti.Type)
 				// Error bounds relative to the largest weight (|w| ≲ 0.1): Q4_0 ≤ amax/8,
 				// Q8_0 ≤ amax/127·0.57, F16 ≤ 2^-11 relative, F32 exact.
 				var amax, maxErr float64
@@ -239,8 +239,8 @@ func TestRequantizeFromQ8_0(t *testing.T) {
 			}
 			n := int(ti.Elements())
 			ref, val := make([]float32, n), make([]float32, n)
-			decodeRows(ref, srcData, ti.Type)
-			decodeRows(val, data, got.Type)
+			decodeRow(ref, srcData, ti.Type)
+			decodeRow(val, data, got.Type)
 			var amax, maxErr float64
 			for i := range ref {
 				amax = math.Max(amax, math.Abs(float64(ref[i])))
@@ -255,21 +255,5 @@ func TestRequantizeFromQ8_0(t *testing.T) {
 			}
 		}
 		f.Close()
-	}
-}
-
-// decodeRows widens a whole tensor of typ to float32.
-func decodeRows(dst []float32, data []byte, typ gguf.Type) {
-	switch typ {
-	case gguf.TypeQ8_0:
-		kernels.DequantizeQ8_0(dst, data)
-	case gguf.TypeQ4_0:
-		kernels.DequantizeQ4_0(dst, data)
-	case gguf.TypeF16:
-		kernels.DequantizeF16(dst, data)
-	default:
-		for i := range dst {
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-		}
 	}
 }
