@@ -28,8 +28,8 @@ func PackedQ8_0Size(rows, cols int) int {
 
 // packedAt returns the offset of row i's piece q byte e in block b of a group; packedScale that
 // of row i's scale for block b (the scales follow the nb blocks).
-func packedAt(b, q, i, e int) int { return b*32*PackRows + q*4*PackRows + i*4 + e }
-func packedScale(nb, b, i int) int    { return nb*32*PackRows + b*2*PackRows + 2*i }
+func packedAt(b, q, i, e int) int  { return b*32*PackRows + q*4*PackRows + i*4 + e }
+func packedScale(nb, b, i int) int { return nb*32*PackRows + b*2*PackRows + 2*i }
 
 // PackQ8_0 writes the packed form of rows × cols Q8_0 weights src (plain ggml rows) into dst,
 // which must hold PackedQ8_0Size bytes.
