@@ -132,15 +132,17 @@ func (e *Engine) shutdown() {
 	for {
 		select {
 		case r := <-e.queue:
-			r.finishUnstarted(ErrClosed)
+			r.end(ErrClosed)
 		default:
 			return
 		}
 	}
 }
 
-// finishUnstarted ends a request that never became a generation.
-func (r *request) finishUnstarted(err error) {
+// end finishes a request that never became a generation, or a prefill or
+// a failed one: err (nil for a done prefill) goes to the caller; a cancelled
+// caller gets a closed channel only.
+func (r *request) end(err error) {
 	switch {
 	case r.job != nil:
 		close(r.done)
@@ -165,12 +167,12 @@ func (e *Engine) admit(r *request) {
 		return
 	}
 	if err := r.ctx.Err(); err != nil {
-		r.finishUnstarted(err)
+		r.end(err)
 		return
 	}
 	g, err := e.newGeneration(r)
 	if err != nil {
-		r.finishUnstarted(err)
+		r.end(err)
 		return
 	}
 	e.batch.active = append(e.batch.active, g)
@@ -384,13 +386,10 @@ func (e *Engine) finish(g *generation) {
 	switch {
 	case r == nil:
 	case r.prefillOnly:
-		r.processed, r.err = g.fed-g.fed0, g.err
-		close(r.done)
+		r.processed = g.fed - g.fed0
+		r.end(g.err)
 	case g.err != nil:
-		if r.ctx.Err() == nil {
-			r.out <- llm.Token{Err: g.err} // room is reserved
-		}
-		close(r.out)
+		r.end(g.err)
 	default:
 		if !g.stopped {
 			text, stopped := g.stop.push(g.stream.Flush())
