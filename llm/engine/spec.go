@@ -92,12 +92,9 @@ func (d *draftModel) close() error {
 // speculator holds the per-engine speculative-decoding state; only the
 // scheduler goroutine uses it.
 type speculator struct {
-	draft      *draftModel // nil: prompt lookup
-	draftCost  float64     // draft step cost relative to a target step
-	verifyBase float64     // extra cost of a 2-row target pass over a 1-row step, same unit
-	verifyCost float64     // extra cost of each further row
-	fixedK     int         // > 0: always propose this many (tests)
-	stats      SpecStats
+	draft  *draftModel // nil: prompt lookup
+	fixedK int         // > 0: always propose this many (tests)
+	stats  SpecStats
 
 	// Measured while decoding (EMAs): the wall time of a target pass over
 	// k+1 rows, of one draft step, and the chance that proposal j is kept
@@ -120,30 +117,28 @@ type speculator struct {
 
 func newSpeculator(vocab int, draft *draftModel, draftCost float64) *speculator {
 	sp := &speculator{
-		draft:      draft,
-		draftCost:  draftCost,
-		verifyBase: 0.2,
-		verifyCost: 0.1,
-		batch:      make([]int32, 1+specMaxK),
-		all:        make([]float32, (1+specMaxK)*vocab),
-		q:          make([]float32, specMaxK*vocab),
-		p:          make([]float32, vocab),
+		draft: draft,
+		batch: make([]int32, 1+specMaxK),
+		all:   make([]float32, (1+specMaxK)*vocab),
+		q:     make([]float32, specMaxK*vocab),
+		p:     make([]float32, vocab),
 	}
 	for j := range sp.accAt {
 		sp.accAt[j] = 0.6 // a prior that gets a draft tried
 	}
-	sp.seedTimes(1e-3)
+	sp.seedTimes(1e-3, 0.2, 0.1, draftCost)
 	return sp
 }
 
-// seedTimes sets the pass and draft times from the relative costs for a
-// one-token step of one seconds.
-func (sp *speculator) seedTimes(one float64) {
+// seedTimes sets the costs chooseK starts from: a one-token step of one
+// seconds, a 2-row pass costing base more (relative), each further row
+// perRow more, a draft step draft.
+func (sp *speculator) seedTimes(one, base, perRow, draft float64) {
 	sp.passT[0] = one
 	for k := 1; k <= specMaxK; k++ {
-		sp.passT[k] = 1 + sp.verifyBase + float64(k-1)*sp.verifyCost
+		sp.passT[k] = 1 + base + float64(k-1)*perRow
 	}
-	sp.draftT = sp.draftCost
+	sp.draftT = draft
 }
 
 // timeWeight and accWeight are the EMA weights of a new measurement: times
@@ -268,17 +263,18 @@ func (e *Engine) calibrate() error {
 	if err != nil {
 		return err
 	}
-	sp.verifyBase = min(max(two.Seconds()/one.Seconds()-1, 0.02), 4)
-	sp.verifyCost = min(max((full.Seconds()-two.Seconds())/one.Seconds()/(specMaxK-1), 0.02), 2)
+	base := min(max(two.Seconds()/one.Seconds()-1, 0.02), 4)
+	perRow := min(max((full.Seconds()-two.Seconds())/one.Seconds()/(specMaxK-1), 0.02), 2)
+	draft := sp.draftT
 	if sp.draft != nil {
 		d, err := best(sp.draft.rt, 1, nil)
 		if err != nil {
 			return err
 		}
-		sp.draftCost = min(max(d.Seconds()/one.Seconds(), 0.01), 2)
+		draft = min(max(d.Seconds()/one.Seconds(), 0.01), 2)
 	}
-	sp.seedTimes(one.Seconds())
-	sp.probeGap = firstProbeGap(sp.draftCost)
+	sp.seedTimes(one.Seconds(), base, perRow, draft)
+	sp.probeGap = firstProbeGap(draft)
 	return nil
 }
 

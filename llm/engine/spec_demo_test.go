@@ -216,9 +216,9 @@ func BenchmarkDemoSpec(b *testing.B) {
 			b.ReportMetric(sum.SpecTokensPerSecond(), "spec-tok/s")
 			b.ReportMetric(100*sum.Stats.AcceptanceRate(), "accept-%")
 			b.ReportMetric(sum.Stats.MeanAccepted(), "accepted/pass")
-			b.ReportMetric(1+e.spec.verifyBase, "T2/T1")
-			b.ReportMetric(e.spec.verifyCost, "verify-cost/row")
-			b.ReportMetric(e.spec.draftCost, "draft-cost")
+			b.ReportMetric(e.spec.passT[1], "T2/T1")
+			b.ReportMetric(e.spec.passT[2]-e.spec.passT[1], "verify-cost/row")
+			b.ReportMetric(e.spec.draftT, "draft-cost")
 		})
 	}
 }
