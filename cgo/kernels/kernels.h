@@ -19,8 +19,10 @@ void kn_matmul_f16_avx2(float *out, int64_t ldo, const uint16_t *w, int64_t cols
 
 void kn_swiglu_avx2(float *g, const float *u, int64_t n);
 void kn_softmax_avx2(float *s, int64_t n, float scale);
-void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
-void kn_attend_f16_avx2(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
+void kn_swiglu_rows_avx2(float *g, const float *u, int64_t ld, int64_t n, int64_t len);
+void kn_rope_avx2(float *x, int64_t heads, int64_t hd, const float *cos, const float *sin, int64_t half, int adjacent);
+void kn_store_key_f16_avx2(uint16_t *k, int64_t hd, int64_t t, const float *row);
+void kn_rmsnorm_avx2(float *dst, const float *src, const float *w, int64_t n, float eps);
 void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n);
 
 // Quantized products, one set per tier.
@@ -32,6 +34,12 @@ void kn_matvec_q8_0_vnni(float *out, const uint8_t *w, int64_t cols, int64_t r0,
 void kn_matvec_q4_0_vnni(float *out, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq);
 void kn_matmul_q8_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q4_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+
+// Attention over a key cache in blocks of 16 positions (kernels.KeyBlock), one per tier.
+void kn_attend_blk_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
+void kn_attend_blk_f16_avx2(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
+void kn_attend_blk_vnni(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
+void kn_attend_blk_f16_vnni(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);
 
 // Packed Q8_0 (PackQ8_0's layout) against Q8_0 activations, one per tier.
 void kn_matmul_q8_0x8_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);

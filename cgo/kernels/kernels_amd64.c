@@ -282,89 +282,89 @@ void kn_softmax_avx2(float *s, int64_t n, float scale) {
 		s[i] *= inv;
 }
 
-// hsum8x8 returns the eight horizontal sums of a[0..7] in lanes 0..7. Each sum is formed as
-// ((e0+e1)+(e2+e3))+((e4+e5)+(e6+e7)), the order dot_row uses for a single vector.
-static inline __m256 hsum8x8(const __m256 *a) {
-	const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-	const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-	const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-	return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+// kn_swiglu_rows_avx2 applies kn_swiglu_avx2 to n rows of len floats, ld apart.
+void kn_swiglu_rows_avx2(float *g, const float *u, int64_t ld, int64_t n, int64_t len) {
+	for (int64_t j = 0; j < n; j++)
+		kn_swiglu_avx2(g + j * ld, u + j * ld, len);
 }
 
-// ld8 loads eight cache values as float: float32 rows, or fp16 rows (half) widened with F16C.
-static inline __attribute__((always_inline)) __m256 ld8(const void *p, int64_t i, int half) {
-	if (half)
-		return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + i)));
-	return _mm256_loadu_ps((const float *)p + i);
-}
-
-// dot_acc accumulates q·r over hd values (hd a multiple of 8) into one 8-lane vector, in order.
-static inline __attribute__((always_inline)) __m256 dot_acc(const float *q, const void *r, int64_t off, int64_t hd,
-		int half) {
-	__m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), ld8(r, off, half));
-	for (int64_t c = 8; c < hd; c += 8)
-		acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), ld8(r, off + c, half), acc);
-	return acc;
-}
-
-// dot_row is one score with exactly hsum8x8's summation order.
-static inline __attribute__((always_inline)) float dot_row(const float *q, const void *r, int64_t off, int64_t hd,
-		int half) {
-	__m256 a[8];
-	a[0] = dot_acc(q, r, off, hd, half);
-	for (int i = 1; i < 8; i++)
-		a[i] = a[0];
-	float s[8];
-	_mm256_storeu_ps(s, hsum8x8(a));
-	return s[0];
-}
-
-// attend is decoder attention for one query row and one KV head: for each of the nq query heads
-// sharing the KV head (q: nq rows of hd floats, adjacent), scores s[t] = q·K[t] over the npos
-// visible positions, softmax(scale·s), and out = Σ_t p[t]·V[t]; keys and values are rows of hd
-// values (hd a multiple of 8), float32 or fp16 (half). probs holds npos floats of scratch. Scores
-// are taken eight positions at a time with one transposing reduction; values are accumulated row
-// by row, so no horizontal sum is needed there. Every row goes through the same operations
-// whatever else is in the batch.
-static inline __attribute__((always_inline)) void attend(float *out, const float *q, const void *k, const void *v,
-		int64_t hd, int64_t npos, int64_t nq, float scale, float *probs, int half) {
-	for (int64_t h = 0; h < nq; h++) {
-		const float *qh = q + h * hd;
-		int64_t t = 0;
-		for (; t + 8 <= npos; t += 8) {
-			__m256 a[8];
-			for (int i = 0; i < 8; i++)
-				a[i] = dot_acc(qh, k, (t + i) * hd, hd, half);
-			_mm256_storeu_ps(probs + t, hsum8x8(a));
-		}
-		for (; t < npos; t++)
-			probs[t] = dot_row(qh, k, t * hd, hd, half);
-		kn_softmax_avx2(probs, npos, scale);
-		float *oh = out + h * hd;
-		for (int64_t d0 = 0; d0 < hd; d0 += 64) {
-			const int nv = hd - d0 >= 64 ? 8 : (int)((hd - d0) / 8);
-			__m256 acc[8];
-			for (int i = 0; i < nv; i++)
-				acc[i] = _mm256_setzero_ps();
-			for (t = 0; t < npos; t++) {
-				const __m256 p = _mm256_broadcast_ss(probs + t);
-				for (int i = 0; i < nv; i++)
-					acc[i] = _mm256_fmadd_ps(p, ld8(v, t * hd + d0 + 8 * i, half), acc[i]);
+// kn_rope_avx2 rotates the first 2·half values of each of heads rows of hd floats by the angles
+// whose cosines and sines are cos[0:half], sin[0:half]: adjacent pairs (x[2i], x[2i+1]) or, when
+// adjacent is 0, halves (x[i], x[i+half]). Products and sums round as the portable code's do
+// (no fused multiply-add), so every tier gives the same bits.
+void kn_rope_avx2(float *x, int64_t heads, int64_t hd, const float *cos, const float *sin, int64_t half,
+		int adjacent) {
+	for (int64_t h = 0; h < heads; h++, x += hd) {
+		int64_t i = 0;
+		if (adjacent) {
+			for (; i + 4 <= half; i += 4) {
+				const __m128 c4 = _mm_loadu_ps(cos + i), s4 = _mm_loadu_ps(sin + i);
+				const __m256 c = _mm256_set_m128(_mm_unpackhi_ps(c4, c4), _mm_unpacklo_ps(c4, c4));
+				const __m256 s = _mm256_set_m128(_mm_unpackhi_ps(s4, s4), _mm_unpacklo_ps(s4, s4));
+				const __m256 v = _mm256_loadu_ps(x + 2 * i);
+				const __m256 sw = _mm256_permute_ps(v, 0xB1); // (x1, x0, x3, x2, ...)
+				// even lanes x0·c − x1·s, odd lanes x1·c + x0·s
+				_mm256_storeu_ps(x + 2 * i, _mm256_addsub_ps(_mm256_mul_ps(v, c), _mm256_mul_ps(sw, s)));
 			}
-			for (int i = 0; i < nv; i++)
-				_mm256_storeu_ps(oh + d0 + 8 * i, acc[i]);
+			for (; i < half; i++) {
+				const float x0 = x[2 * i], x1 = x[2 * i + 1];
+				x[2 * i] = x0 * cos[i] - x1 * sin[i];
+				x[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+			}
+			continue;
+		}
+		for (; i + 8 <= half; i += 8) {
+			const __m256 c = _mm256_loadu_ps(cos + i), s = _mm256_loadu_ps(sin + i);
+			const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + half);
+			_mm256_storeu_ps(x + i, _mm256_sub_ps(_mm256_mul_ps(a, c), _mm256_mul_ps(b, s)));
+			_mm256_storeu_ps(x + i + half, _mm256_add_ps(_mm256_mul_ps(a, s), _mm256_mul_ps(b, c)));
+		}
+		for (; i < half; i++) {
+			const float x0 = x[i], x1 = x[i + half];
+			x[i] = x0 * cos[i] - x1 * sin[i];
+			x[i + half] = x0 * sin[i] + x1 * cos[i];
 		}
 	}
 }
 
-void kn_attend_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos,
-		int64_t nq, float scale, float *probs) {
-	attend(out, q, k, v, hd, npos, nq, scale, probs, 0);
+// kn_store_key_f16_avx2 converts a key row of hd floats to fp16 and writes it as position t of a
+// blocked key cache (kernels.KeyBlock positions per block, each block [hd][16]).
+void kn_store_key_f16_avx2(uint16_t *k, int64_t hd, int64_t t, const float *row) {
+	uint16_t *dst = k + t / 16 * 16 * hd + t % 16;
+	int64_t d = 0;
+	for (; d + 8 <= hd; d += 8) {
+		uint16_t h[8];
+		_mm_storeu_si128((__m128i *)h, _mm256_cvtps_ph(_mm256_loadu_ps(row + d), _MM_FROUND_TO_NEAREST_INT));
+		for (int i = 0; i < 8; i++)
+			dst[(d + i) * 16] = h[i];
+	}
+	for (; d < hd; d++)
+		dst[d * 16] = _cvtss_sh(row[d], _MM_FROUND_TO_NEAREST_INT);
 }
 
-void kn_attend_f16_avx2(float *out, const float *q, const uint16_t *k, const uint16_t *v, int64_t hd, int64_t npos,
-		int64_t nq, float scale, float *probs) {
-	attend(out, q, k, v, hd, npos, nq, scale, probs, 1);
+// kn_rmsnorm_avx2 writes src/rms(src)·w to dst (dst may alias src): the sum of squares in double
+// precision, as ggml takes it, then (x·scale)·w in float.
+void kn_rmsnorm_avx2(float *dst, const float *src, const float *w, int64_t n, float eps) {
+	__m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		const __m256 v = _mm256_loadu_ps(src + i);
+		const __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+		a0 = _mm256_fmadd_pd(lo, lo, a0);
+		a1 = _mm256_fmadd_pd(hi, hi, a1);
+	}
+	double t[4];
+	_mm256_storeu_pd(t, _mm256_add_pd(a0, a1));
+	double ss = (t[0] + t[1]) + (t[2] + t[3]);
+	for (; i < n; i++)
+		ss += (double)src[i] * (double)src[i];
+	const double r = _mm_cvtsd_f64(_mm_sqrt_sd(_mm_setzero_pd(), _mm_set_sd(ss / (double)n + (double)eps)));
+	const float scale = (float)(1.0 / r); // sqrtsd: correctly rounded, as math.Sqrt
+	const __m256 sc = _mm256_set1_ps(scale);
+	for (i = 0; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(src + i), sc), _mm256_loadu_ps(w + i)));
+	for (; i < n; i++)
+		dst[i] = src[i] * scale * w[i];
 }
 
 // kn_f32_to_f16_avx2 converts n floats to fp16, rounding to nearest even (F16C), as F32ToF16 does.
@@ -381,6 +381,17 @@ void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
 #define KN_FN(name) name##_avx2
 #include "kernels_q.h"
 #include "kernels_x8.h"
+// Attention (16 ymm registers): 2 heads x 2 partial sums x 2 halves of a key block, or 2 heads
+// x 2 value pieces x 2 halves.
+#define KN_W16 0
+#define KN_AG 2
+#define KN_PAR 2
+#define KN_NV 2
+#include "kernels_attn.h"
+#undef KN_W16
+#undef KN_AG
+#undef KN_PAR
+#undef KN_NV
 #undef KN_VNNI
 #undef KN_TW4
 #undef KN_FN
@@ -395,6 +406,16 @@ void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
 #define KN_FN(name) name##_vnni
 #include "kernels_q.h"
 #include "kernels_x8.h"
+// Attention (32 zmm registers): 4 heads x 4 partial sums, or 4 heads x 4 value pieces.
+#define KN_W16 1
+#define KN_AG 4
+#define KN_PAR 4
+#define KN_NV 4
+#include "kernels_attn.h"
+#undef KN_W16
+#undef KN_AG
+#undef KN_PAR
+#undef KN_NV
 #undef KN_VNNI
 #undef KN_TW4
 #undef KN_FN

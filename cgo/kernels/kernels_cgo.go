@@ -110,19 +110,49 @@ func simdMatMulPackedQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r
 
 func simdSwiGLU(g, u []float32) { C.kn_swiglu_avx2(f32p(g), f32p(u), C.int64_t(len(g))) }
 
+func simdSwiGLURows(g, u []float32, ld, n, width int) {
+	C.kn_swiglu_rows_avx2(f32p(g), f32p(u), C.int64_t(ld), C.int64_t(n), C.int64_t(width))
+}
+
+func simdRope(x []float32, heads, hd int, cos, sin []float32, adjacent bool) {
+	a := C.int(0)
+	if adjacent {
+		a = 1
+	}
+	C.kn_rope_avx2(f32p(x), C.int64_t(heads), C.int64_t(hd), f32p(cos), f32p(sin), C.int64_t(len(cos)), a)
+}
+
+func simdStoreKeyF16(k []uint16, hd, t int, row []float32) {
+	C.kn_store_key_f16_avx2(u16s(k), C.int64_t(hd), C.int64_t(t), f32p(row))
+}
+
+func simdRMSNorm(dst, src, w []float32, eps float32) {
+	C.kn_rmsnorm_avx2(f32p(dst), f32p(src), f32p(w), C.int64_t(len(src)), C.float(eps))
+}
+
 func simdSoftmax(s []float32, scale float32) {
 	C.kn_softmax_avx2(f32p(s), C.int64_t(len(s)), C.float(scale))
 }
 
-func simdAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
-	C.kn_attend_avx2(f32p(out), f32p(q), f32p(k), f32p(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
+func simdAttend(l level, out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
+	if l == levelAVX512VNNI {
+		C.kn_attend_blk_vnni(f32p(out), f32p(q), f32p(k), f32p(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
+			C.float(scale), f32p(probs))
+		return
+	}
+	C.kn_attend_blk_avx2(f32p(out), f32p(q), f32p(k), f32p(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
 		C.float(scale), f32p(probs))
 }
 
 func u16s(s []uint16) *C.uint16_t { return (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(s))) }
 
-func simdAttendF16(out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
-	C.kn_attend_f16_avx2(f32p(out), f32p(q), u16s(k), u16s(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
+func simdAttendF16(l level, out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
+	if l == levelAVX512VNNI {
+		C.kn_attend_blk_f16_vnni(f32p(out), f32p(q), u16s(k), u16s(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
+			C.float(scale), f32p(probs))
+		return
+	}
+	C.kn_attend_blk_f16_avx2(f32p(out), f32p(q), u16s(k), u16s(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
 		C.float(scale), f32p(probs))
 }
 

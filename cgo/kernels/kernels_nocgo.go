@@ -44,14 +44,20 @@ func simdMatMulPackedQ8_0(_ level, out []float32, ldo int, w []byte, cols, r0, r
 	genericMatMulPackedQ8_0(out, ldo, w, cols, r0, r1, xq, n)
 }
 
-func simdSwiGLU(g, u []float32)              { genericSwiGLU(g, u) }
-func simdSoftmax(s []float32, scale float32) { genericSoftmax(s, scale) }
+func simdSwiGLU(g, u []float32)                       { genericSwiGLU(g, u) }
+func simdSoftmax(s []float32, scale float32)          { genericSoftmax(s, scale) }
+func simdSwiGLURows(g, u []float32, ld, n, width int) { genericSwiGLURows(g, u, ld, n, width) }
+func simdRope(x []float32, heads, hd int, cos, sin []float32, adjacent bool) {
+	genericRope(x, heads, hd, cos, sin, adjacent)
+}
+func simdStoreKeyF16(k []uint16, hd, t int, row []float32) { genericStoreKeyF16(k, hd, t, row) }
+func simdRMSNorm(dst, src, w []float32, eps float32)       { genericRMSNorm(dst, src, w, eps) }
 
-func simdAttend(out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
+func simdAttend(_ level, out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
 	genericAttend(out, q, k, v, hd, npos, nq, scale, probs)
 }
 
-func simdAttendF16(out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
+func simdAttendF16(_ level, out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
 	genericAttendF16(out, q, k, v, hd, npos, nq, scale, probs)
 }
 func simdF32ToF16(dst []uint16, src []float32) { genericF32ToF16(dst, src) }

@@ -32,8 +32,10 @@ type matTask struct {
 }
 
 // kvCache holds the keys and values of one sequence, per layer and KV
-// head, each as [position][headDim]: a query row's scores read key rows and
-// its output accumulates value rows (kernels.Attend), both contiguous.
+// head: keys in kernels.KeyBlock-position blocks, each [headDim][KeyBlock],
+// so one key load scores a block of positions for every query head of the
+// group; values as [position][headDim], accumulated row by row
+// (kernels.Attend).
 // Values are float32, or fp16 (half) for models with quantized matrices:
 // attention reads every cached position for every new token of every
 // sequence, so halving those bytes matters as conversations grow and as
@@ -45,7 +47,7 @@ type kvCache struct {
 	half     bool
 	kvHeads  int
 	headDim  int
-	cap      int // positions allocated
+	cap      int // positions allocated, whole key blocks
 	max      int // positions allowed (context size)
 }
 
@@ -69,7 +71,7 @@ func (c *kvCache) reserve(n int) {
 		return
 	}
 	newCap := (n + kvGrowStep - 1) / kvGrowStep * kvGrowStep
-	newCap = min(newCap, c.max)
+	newCap = min(newCap, (c.max+kernels.KeyBlock-1)/kernels.KeyBlock*kernels.KeyBlock)
 	if c.half {
 		growHeads(c.k16, c.kvHeads, c.headDim, c.cap, newCap)
 		growHeads(c.v16, c.kvHeads, c.headDim, c.cap, newCap)
@@ -80,8 +82,9 @@ func (c *kvCache) reserve(n int) {
 	c.cap = newCap
 }
 
-// growHeads reallocates every layer's [heads][cap][hd] rows for newCap
-// positions, keeping the old ones.
+// growHeads reallocates every layer's [heads][cap·hd] values for newCap
+// positions, keeping the old ones (a head's first oldCap positions are its
+// first oldCap·hd values in both layouts, as caps are whole key blocks).
 func growHeads[T float32 | uint16](layers [][]T, heads, hd, oldCap, newCap int) {
 	for l := range layers {
 		d := make([]T, heads*newCap*hd)
@@ -92,7 +95,7 @@ func growHeads[T float32 | uint16](layers [][]T, heads, hd, oldCap, newCap int) 
 	}
 }
 
-// kvHead returns the rows of KV head g of one layer's keys or values.
+// kvHead returns KV head g of one layer's keys or values.
 func kvHead[T float32 | uint16](c *kvCache, data []T, g int) []T {
 	n := c.cap * c.headDim
 	return data[g*n : (g+1)*n]
@@ -102,11 +105,11 @@ func kvHead[T float32 | uint16](c *kvCache, data []T, g int) []T {
 func (c *kvCache) store(l, g, p int, k, v []float32) {
 	hd := c.headDim
 	if c.half {
-		kernels.F32ToF16Row(kvHead(c, c.k16[l], g)[p*hd:(p+1)*hd], k)
+		kernels.StoreKeyF16(kvHead(c, c.k16[l], g), hd, p, k)
 		kernels.F32ToF16Row(kvHead(c, c.v16[l], g)[p*hd:(p+1)*hd], v)
 		return
 	}
-	copy(kvHead(c, c.k[l], g)[p*hd:(p+1)*hd], k)
+	kernels.StoreKey(kvHead(c, c.k[l], g), hd, p, k)
 	copy(kvHead(c, c.v[l], g)[p*hd:(p+1)*hd], v)
 }
 
@@ -137,7 +140,7 @@ type compute struct {
 	att      []float32   // [batch][qDim]
 	gate, up []float32   // [batch][ffn]
 	logits   []float32   // [vocab] logits of the last token
-	scratch  [][]float32 // per worker: attention probabilities, ctxSize floats
+	scratch  [][]float32 // per worker: attention probabilities, ctxSize floats per query head of a group
 	invFreq  []float64   // RoPE inverse frequencies
 	cos, sin []float32   // [batch][ropeDims/2]
 	attScale float32
@@ -148,6 +151,9 @@ type compute struct {
 	n      int       // rows in the batch
 	segs   []segment // the batch's sequences, in row order
 	layer  int
+	// prepInAttn: the attention job also prepares each row's heads
+	// (prepHeads), as no row reads another's keys.
+	prepInAttn bool
 
 	oneSeg [1]segment // forward's single segment
 	rowIdx []int32    // 0, 1, ..., maxBatch-1: "every row" for logitsFor
@@ -182,7 +188,7 @@ func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
 	rt.logits = make([]float32, hp.vocab)
 	rt.scratch = make([][]float32, threads)
 	for i := range rt.scratch {
-		rt.scratch[i] = make([]float32, ctxSize)
+		rt.scratch[i] = make([]float32, ctxSize*(hp.heads/hp.kvHeads))
 	}
 	half := hp.ropeDims / 2
 	rt.invFreq = make([]float64, half)
@@ -283,10 +289,8 @@ func (rt *compute) quantizeRows(src []float32, cols, n int, ws ...*weight) []byt
 	if !need {
 		return nil
 	}
-	rb := cols / 32 * kernels.BlockQ8_0
-	for j := 0; j < n; j++ {
-		kernels.QuantizeQ8_0(rt.xq[j*rb:(j+1)*rb], src[j*cols:(j+1)*cols])
-	}
+	rb := cols / 32 * kernels.BlockQ8_0 // whole blocks: the n rows quantize as one run
+	kernels.QuantizeQ8_0(rt.xq[:n*rb], src[:n*cols])
 	return rt.xq[:n*rb]
 }
 
@@ -346,30 +350,16 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 		rt.setTask(1, lw.wk, xb, xq, rt.k, kvDim, lw.bk)
 		rt.setTask(2, lw.wv, xb, xq, rt.v, hp.vDim(), lw.bv)
 		rt.runMats(opMat, 3)
-		hd := hp.headDim
-		for j := 0; j < n; j++ {
-			qj := rt.q[j*qDim : (j+1)*qDim]
-			kj := rt.k[j*kvDim : (j+1)*kvDim]
-			if hp.qkNorm {
-				for h := 0; h < hp.heads; h++ {
-					rmsNorm(qj[h*hd:(h+1)*hd], qj[h*hd:(h+1)*hd], lw.qNorm.f32, hp.rmsEps)
+		// A batch of one-row sequences (continuous batching's decode steps)
+		// prepares each row's heads inside the attention job; rows of one
+		// sequence read each other's keys, so other batches store them all
+		// first.
+		rt.prepInAttn = len(segs) == n
+		if !rt.prepInAttn {
+			for j := 0; j < n; j++ {
+				for g := 0; g < hp.kvHeads; g++ {
+					rt.prepHeads(j, g)
 				}
-				for h := 0; h < hp.kvHeads; h++ {
-					rmsNorm(kj[h*hd:(h+1)*hd], kj[h*hd:(h+1)*hd], lw.kNorm.f32, hp.rmsEps)
-				}
-			}
-			cos, sin := rt.cos[j*half:(j+1)*half], rt.sin[j*half:(j+1)*half]
-			for h := 0; h < hp.heads; h++ {
-				rope(qj[h*hd:(h+1)*hd], cos, sin, hp.rope)
-			}
-			for h := 0; h < hp.kvHeads; h++ {
-				rope(kj[h*hd:(h+1)*hd], cos, sin, hp.rope)
-			}
-			sg := &rt.segs[rt.rowSeg[j]]
-			kv, p := sg.kv, sg.pos0+j-sg.start
-			vj := rt.v[j*kvDim : (j+1)*kvDim]
-			for g := 0; g < hp.kvHeads; g++ {
-				kv.store(l, g, p, kj[g*hd:(g+1)*hd], vj[g*hd:(g+1)*hd])
 			}
 		}
 		rt.pool.run(opAttn, n*hp.kvHeads)
@@ -425,11 +415,13 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 		r1 := min(r0+g.rpc, g.w.rows)
 		rt.matRows(g, r0, r1)
 		rt.matRows(u, r0, r1)
-		for j := 0; j < rt.n; j++ {
-			kernels.SwiGLU(g.out[j*g.ldo+r0:j*g.ldo+r1], u.out[j*u.ldo+r0:j*u.ldo+r1])
-		}
+		kernels.SwiGLURows(g.out[r0:], u.out[r0:], g.ldo, rt.n, r1-r0)
 	case opAttn:
-		rt.attend(chunk/rt.hp.kvHeads, chunk%rt.hp.kvHeads, rt.scratch[worker])
+		j, g := chunk/rt.hp.kvHeads, chunk%rt.hp.kvHeads
+		if rt.prepInAttn {
+			rt.prepHeads(j, g)
+		}
+		rt.attend(j, g, rt.scratch[worker])
 	}
 }
 
@@ -468,6 +460,28 @@ func (rt *compute) matRows(t *matTask, r0, r1 int) {
 			addInto(t.out[j*t.ldo+r0:j*t.ldo+r1], b)
 		}
 	}
+}
+
+// prepHeads finishes batch row j's query heads of KV group g and its key
+// head g (norms where the model has them, RoPE) and stores the row's key
+// and value for head g in its sequence's cache.
+func (rt *compute) prepHeads(j, g int) {
+	hp, lw := rt.hp, &rt.m.layers[rt.layer]
+	hd, qDim, kvDim, grp := hp.headDim, hp.qDim(), hp.kvDim(), hp.heads/hp.kvHeads
+	half := hp.ropeDims / 2
+	cos, sin := rt.cos[j*half:(j+1)*half], rt.sin[j*half:(j+1)*half]
+	qg := rt.q[j*qDim+g*grp*hd : j*qDim+(g+1)*grp*hd]
+	kg := rt.k[j*kvDim+g*hd : j*kvDim+(g+1)*hd]
+	if hp.qkNorm {
+		for h := 0; h < grp; h++ {
+			rmsNorm(qg[h*hd:(h+1)*hd], qg[h*hd:(h+1)*hd], lw.qNorm.f32, hp.rmsEps)
+		}
+		rmsNorm(kg, kg, lw.kNorm.f32, hp.rmsEps)
+	}
+	kernels.Rope(qg, grp, hd, cos, sin, hp.rope == ropeNorm)
+	kernels.Rope(kg, 1, hd, cos, sin, hp.rope == ropeNorm)
+	sg := &rt.segs[rt.rowSeg[j]]
+	sg.kv.store(rt.layer, g, sg.pos0+j-sg.start, kg, rt.v[j*kvDim+g*hd:j*kvDim+(g+1)*hd])
 }
 
 // attend computes softmax(q·Kᵀ/√d + causal mask)·V for batch row j and
@@ -523,36 +537,7 @@ func rmsNormRows(dst, src, w []float32, dim, n int, eps float32) {
 
 // rmsNorm writes src/rms(src)·w to dst (dst may alias src). The sum is
 // accumulated in float64 as ggml does.
-func rmsNorm(dst, src, w []float32, eps float32) {
-	var ss float64
-	for _, v := range src {
-		ss += float64(v) * float64(v)
-	}
-	scale := float32(1 / math.Sqrt(ss/float64(len(src))+float64(eps)))
-	w = w[:len(src)]
-	dst = dst[:len(src)]
-	for i, v := range src {
-		dst[i] = v * scale * w[i]
-	}
-}
-
-// rope rotates the first 2·len(cos) elements of one head in place.
-func rope(x, cos, sin []float32, style ropeStyle) {
-	half := len(cos)
-	if style == ropeNorm {
-		for i := 0; i < half; i++ {
-			x0, x1 := x[2*i], x[2*i+1]
-			x[2*i] = x0*cos[i] - x1*sin[i]
-			x[2*i+1] = x0*sin[i] + x1*cos[i]
-		}
-		return
-	}
-	for i := 0; i < half; i++ {
-		x0, x1 := x[i], x[i+half]
-		x[i] = x0*cos[i] - x1*sin[i]
-		x[i+half] = x0*sin[i] + x1*cos[i]
-	}
-}
+func rmsNorm(dst, src, w []float32, eps float32) { kernels.RMSNorm(dst, src, w, eps) }
 
 func addInto(dst, src []float32) {
 	src = src[:len(dst)]
