@@ -169,13 +169,13 @@ void KN_FN(kn_matmul_q8_0x8)(float *out, int64_t ldo, const uint8_t *w, int64_t 
 				s += v[e];
 			xs[j * nb + b] = -128 * s;
 		}
-	const int pf = n <= 8; // weights stream from memory; with more rows they come from cache
 	for (int64_t r = r0; r < r1; r += 16) {
 		const uint8_t *g = w + (r / 16) * gbytes;
 		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
 		for (int64_t j = 0; j < n; j += 8) {
 			const int nx = n - j < 8 ? (int)(n - j) : 8;
-			KN_FN(x16tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, pf);
+			// The first tile streams the group from memory; later ones find it in cache.
+			KN_FN(x16tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
 		}
 	}
 	if (xd != stack)
