@@ -72,6 +72,28 @@ func genericRope(x []float32, heads, hd int, cos, sin []float32, adjacent bool) 
 	}
 }
 
+// Argmax returns the first index of the largest value of x (greedy decoding's token); NaNs never
+// win, and it returns 0 when every value is NaN or x is empty.
+func Argmax(x []float32) int {
+	if len(x) == 0 {
+		return 0
+	}
+	if currentLevel() != levelGeneric {
+		return simdArgmax(x)
+	}
+	return genericArgmax(x)
+}
+
+func genericArgmax(x []float32) int {
+	best, bv := 0, float32(math.Inf(-1))
+	for i, v := range x {
+		if v > bv {
+			best, bv = i, v
+		}
+	}
+	return best
+}
+
 // RMSNorm writes src/rms(src)·w to dst (dst may alias src), rms(x) = √(mean(x²)+eps), the
 // sum of squares taken in float64 as ggml does.
 func RMSNorm(dst, src, w []float32, eps float32) {

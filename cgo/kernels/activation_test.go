@@ -334,3 +334,39 @@ func TestSwiGLURows(t *testing.T) {
 		}
 	}
 }
+
+// Argmax finds the first largest value on every tier, past vector tails,
+// with ties, infinities and NaNs.
+func TestArgmax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	cases := [][]float32{{1}, {nan}, {nan, 2, 3, 3}, {-inf, -inf}, {5, nan, 7, 7, 7, 7, 7, 7, 7, 7, 1}}
+	for _, n := range []int{3, 8, 9, 100, 8192, 49153} {
+		x := randF32(rng, n, 10)
+		cases = append(cases, x)
+		y := append([]float32(nil), x...)
+		y[n-1], y[n/2] = 100, 100 // a tie: the first wins
+		cases = append(cases, y)
+		z := append([]float32(nil), x...)
+		z[n/3] = nan
+		cases = append(cases, z)
+	}
+	for _, x := range cases {
+		want := -1
+		for i, v := range x { // first index of the largest non-NaN value
+			if !math.IsNaN(float64(v)) && (want < 0 || v > x[want]) {
+				want = i
+			}
+		}
+		want = max(want, 0)
+		for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+			if ForceFeatures(tier) != nil {
+				continue
+			}
+			if got := Argmax(x); got != want {
+				t.Fatalf("%s: Argmax of %d values = %d, want %d", tier, len(x), got, want)
+			}
+		}
+		UseGeneric(false)
+	}
+}

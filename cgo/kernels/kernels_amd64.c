@@ -342,6 +342,32 @@ void kn_store_key_f16_avx2(uint16_t *k, int64_t hd, int64_t t, const float *row)
 		dst[d * 16] = _cvtss_sh(row[d], _MM_FROUND_TO_NEAREST_INT);
 }
 
+// kn_argmax_avx2 returns the first index of the largest value of x[0:n] (n > 0); NaNs never win
+// (0 when every value is NaN).
+int64_t kn_argmax_avx2(const float *x, int64_t n) {
+	__m256 m = _mm256_set1_ps(-__builtin_inff());
+	int64_t i = 0;
+	for (; i + 8 <= n; i += 8)
+		m = _mm256_max_ps(_mm256_loadu_ps(x + i), m); // a NaN in the first operand yields the second
+	float mv[8];
+	_mm256_storeu_ps(mv, m);
+	float best = mv[0];
+	for (int k = 1; k < 8; k++)
+		best = mv[k] > best ? mv[k] : best;
+	for (; i < n; i++)
+		best = x[i] > best ? x[i] : best;
+	const __m256 b = _mm256_set1_ps(best);
+	for (i = 0; i + 8 <= n; i += 8) {
+		const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_EQ_OQ));
+		if (mask)
+			return i + __builtin_ctz((unsigned)mask);
+	}
+	for (; i < n; i++)
+		if (x[i] == best)
+			return i;
+	return 0;
+}
+
 // kn_rmsnorm_avx2 writes src/rms(src)·w to dst (dst may alias src): the sum of squares in double
 // precision, as ggml takes it, then (x·scale)·w in float.
 void kn_rmsnorm_avx2(float *dst, const float *src, const float *w, int64_t n, float eps) {

@@ -126,6 +126,8 @@ func simdStoreKeyF16(k []uint16, hd, t int, row []float32) {
 	C.kn_store_key_f16_avx2(u16s(k), C.int64_t(hd), C.int64_t(t), f32p(row))
 }
 
+func simdArgmax(x []float32) int { return int(C.kn_argmax_avx2(f32p(x), C.int64_t(len(x)))) }
+
 func simdRMSNorm(dst, src, w []float32, eps float32) {
 	C.kn_rmsnorm_avx2(f32p(dst), f32p(src), f32p(w), C.int64_t(len(src)), C.float(eps))
 }

@@ -51,6 +51,7 @@ func simdRope(x []float32, heads, hd int, cos, sin []float32, adjacent bool) {
 	genericRope(x, heads, hd, cos, sin, adjacent)
 }
 func simdStoreKeyF16(k []uint16, hd, t int, row []float32) { genericStoreKeyF16(k, hd, t, row) }
+func simdArgmax(x []float32) int                           { return genericArgmax(x) }
 func simdRMSNorm(dst, src, w []float32, eps float32)       { genericRMSNorm(dst, src, w, eps) }
 
 func simdAttend(_ level, out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {

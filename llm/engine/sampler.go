@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/voxpipe/voxpipe/cgo/kernels"
 )
 
 // samplerParams are the per-request sampling settings.
@@ -70,15 +72,7 @@ func (s *sampler) accept(id int32) {
 }
 
 // argmax returns the index of the largest logit, the lowest on ties.
-func argmax(logits []float32) int32 {
-	best := 0
-	for i, v := range logits {
-		if v > logits[best] {
-			best = i
-		}
-	}
-	return int32(best)
-}
+func argmax(logits []float32) int32 { return int32(kernels.Argmax(logits)) }
 
 // sample picks a token; logits are modified in place.
 func (s *sampler) sample(logits []float32) int32 {
