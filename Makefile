@@ -19,7 +19,7 @@ BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps browser-deps build run test test-nocgo bench fuzz clean train-deps train-demo train-draft
+.PHONY: help deps browser-deps build run test test-nocgo bench fuzz clean train-deps train-demo train-draft train-bench-pair
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -94,6 +94,22 @@ train-draft: train-deps build ## distil the draft model from the shipped target 
 	$(TRAIN_PY) llm/train/distill.py --data build/train-data --target models/voxpipe-demo-q8_0.gguf --out build/distill --seed 1234 $(DISTILL_FLAGS)
 	$(BIN)/voxpipe llm quantize build/distill/voxpipe-draft0-f16.gguf models/voxpipe-demo-draft-q8_0.gguf --type q8_0
 	$(BIN)/voxpipe llm eval --model models/voxpipe-demo-q8_0.gguf --draft models/voxpipe-demo-draft-q8_0.gguf --file build/train-data/valid.jsonl
+
+# A memory-bound benchmark pair for speculative decoding (models/README.md, "Bench pair"): a 56.6M
+# target ("bench" in train.py's SHAPES, the demo's tokenizer) and a draft distilled from its Q8_0
+# weights, both written as Q8_0 by PyTorch. Not shipped: the files stay in $(BENCH_DIR).
+BENCH_DIR           ?= build/bench-pair
+BENCH_TRAIN_FLAGS   ?= --target-steps 1600 --target-seconds 190 --lr 1e-3 --dropout 0.2 --eval-every 125 --patience 4
+BENCH_DISTILL_FLAGS ?= --steps 3500 --seconds 160 --fit
+
+train-bench-pair: train-deps build ## train the bench target and distil its draft into build/bench-pair (needs PyTorch+CUDA+tokenizers)
+	python3 llm/train/prepare.py --out build/train-data --seed 1234
+	$(TRAIN_PY) llm/train/train.py --data build/train-data --out $(BENCH_DIR)/target --seed 1234 --models bench --tokenizer models/voxpipe-demo-q8_0.gguf --dtype q8_0 $(BENCH_TRAIN_FLAGS)
+	$(TRAIN_PY) llm/train/distill.py --data build/train-data --target $(BENCH_DIR)/target/voxpipe-bench-q8_0.gguf --out $(BENCH_DIR)/draft --seed 1234 --shape draft --dtype q8_0 --name voxpipe-bench-draft $(BENCH_DISTILL_FLAGS)
+	cp $(BENCH_DIR)/target/voxpipe-bench-q8_0.gguf $(BENCH_DIR)/voxpipe-bench-q8_0.gguf
+	cp $(BENCH_DIR)/draft/voxpipe-draft0-q8_0.gguf $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf
+	$(BIN)/voxpipe llm eval --model $(BENCH_DIR)/voxpipe-bench-q8_0.gguf --draft $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf --file build/train-data/valid.jsonl --limit 200
+	$(BIN)/voxpipe llm eval --model $(BENCH_DIR)/voxpipe-bench-q8_0.gguf --draft $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf --file $(BENCH_DIR)/draft/heldout-target.jsonl
 
 clean: ## remove build outputs
 	rm -rf $(BIN)

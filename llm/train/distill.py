@@ -219,7 +219,7 @@ def distil(name, shape, target, data, valid_sets, args, device, log):
     n_params = sum(p.numel() for p in draft.parameters())
     log("%s: %.2fM parameters %s" % (name, n_params / 1e6, shape))
     opt = torch.optim.AdamW(draft.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
-                            fused=str(device).startswith("cuda"))
+                            **({"fused": True} if str(device).startswith("cuda") else {}))
     gen = torch.Generator().manual_seed(args.seed)
     warmup, step, start = 200, 0, time.time()
     best = (-1.0, None, 0)
@@ -237,11 +237,17 @@ def distil(name, shape, target, data, valid_sets, args, device, log):
         if score > best[0]:
             best = (score, {k: t.detach().clone() for k, t in draft.state_dict().items()}, step)
 
-    while step < args.steps and time.time() - start < args.seconds:
+    steps = args.steps
+    while step < steps and time.time() - start < args.seconds:
         for x, _, m in batches(*data, args.seq, args.batch, gen):
-            if step >= args.steps or time.time() - start >= args.seconds:
+            if step >= steps or time.time() - start >= args.seconds:
                 break
-            lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / args.steps)))
+            if args.fit and step == 50:  # shorten the schedule so that it ends inside --seconds
+                fit = int(0.95 * args.seconds / ((time.time() - start) / 50))
+                if fit < steps:
+                    log("%s: %d steps fit in %.0fs, not %d" % (name, fit, args.seconds, steps))
+                    steps = fit
+            lr = args.lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / steps)))
             for g in opt.param_groups:
                 g["lr"] = lr
             x, m = x.to(device, non_blocking=True), m.to(device, non_blocking=True)
@@ -260,8 +266,8 @@ def distil(name, shape, target, data, valid_sets, args, device, log):
                 check()
     if not history or history[-1]["step"] != step:
         check()
-    if step < args.steps:
-        log("%s: stopped by --seconds after %d of %d steps" % (name, step, args.steps))
+    if step < steps:
+        log("%s: stopped by --seconds after %d of %d steps" % (name, step, steps))
     draft.load_state_dict(best[1])
     log("%s done: %d steps in %.0fs, best target-answer agreement %.4f at step %d" %
         (name, step, time.time() - start, best[0], best[2]))
@@ -288,6 +294,8 @@ def main():
                     "dim,layers,heads,kv_heads,ffn (repeatable; default: draft)")
     ap.add_argument("--steps", type=int, default=3500)
     ap.add_argument("--seconds", type=float, default=240, help="stop a draft's training after this long")
+    ap.add_argument("--fit", action="store_true", help="measure 50 steps, then shorten --steps (and the "
+                    "learning-rate schedule) to what fits in --seconds")
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
@@ -296,7 +304,8 @@ def main():
     ap.add_argument("--max-new", type=int, default=128, help="longest target answer generated")
     ap.add_argument("--gen-batch", type=int, default=2048)
     ap.add_argument("--no-corpus", action="store_true", help="train on the target's dialogues only")
-    ap.add_argument("--dtype", choices=["f32", "f16"], default="f16", help="GGUF weight type of the export")
+    ap.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f16", help="GGUF weight type of the export")
+    ap.add_argument("--name", default="voxpipe-demo-draft", help="general.name of the exported draft")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--device", default="cuda")
     args = ap.parse_args()
@@ -328,6 +337,12 @@ def main():
                            {"role": "assistant", "content": ""}]} for q in BENCH_QUESTIONS]
     _, _, bench_texts = target_dialogues(target, tok, bench, args, device, log)
     report["target_bench_answers"] = [t[-1]["content"] for t in bench_texts]
+    held_d = load_jsonl(os.path.join(args.data, "heldout.jsonl"))
+    held = [{"messages": h["messages"] + [{"role": "assistant", "content": ""}]} for h in held_d]
+    held_t = target_dialogues(target, tok, held, args, device, log)
+    with open(os.path.join(args.out, "heldout-target.jsonl"), "w", encoding="utf-8") as f:
+        for msgs in held_t[2]:  # the target's greedy answers to the held-out questions, for `voxpipe llm eval --file`
+            f.write(json.dumps({"messages": msgs}) + "\n")
     valid_t = target_dialogues(target, tok, valid_d, args, device, log)
     train_t = target_dialogues(target, tok, train_d, args, device, log)
     with gzip.open(os.path.join(args.out, "target-train.jsonl.gz"), "wt", encoding="utf-8") as f:
@@ -340,7 +355,8 @@ def main():
         data = (torch.cat([train_t[0], corpus[0]]), torch.cat([train_t[1], corpus[1]]))
     log("training tokens %d (%d learned): target dialogues %d, corpus %d" %
         (len(data[0]), int(data[1].sum()), len(train_t[0]), 0 if args.no_corpus else len(corpus[0])))
-    valid_sets = {"target_valid": valid_t[:2], "corpus_valid": encode_dialogues(tok, valid_d)}
+    valid_sets = {"target_valid": valid_t[:2], "corpus_valid": encode_dialogues(tok, valid_d),
+                  "target_heldout": held_t[:2]}
     report["tokens"] = dict(train=len(data[0]), learned=int(data[1].sum()), target_train=len(train_t[0]),
                             target_valid_answers=int(valid_t[1].sum()))
 
@@ -349,7 +365,7 @@ def main():
         name = "draft%d" % i
         draft, stats = distil(name, parse_shape(s), target, data, valid_sets, args, device, log)
         path = os.path.join(args.out, "voxpipe-%s-%s.gguf" % (name, args.dtype))
-        stats["gguf_bytes"] = write_gguf(path, draft, tok, "voxpipe-demo-draft", args.dtype)
+        stats["gguf_bytes"] = write_gguf(path, draft, tok, args.name, args.dtype)
         stats["file"] = os.path.basename(path)
         report["drafts"][name] = stats
         log("%s exported to %s (%d bytes)" % (name, path, stats["gguf_bytes"]))

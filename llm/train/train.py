@@ -12,6 +12,7 @@ on adjacent pairs (llama.cpp's NORM mode, so no Q/K permutation on export), grou
 attention with consecutive query heads sharing a KV head, SwiGLU, tied input/output embeddings.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -32,6 +33,8 @@ SHAPES = {
     # name: dim, layers, heads, kv_heads, ffn  (ffn and dim multiples of 32 so every matrix is Q8_0-able)
     "target": dict(dim=512, n_layers=8, n_heads=8, n_kv_heads=4, ffn=1408),
     "draft": dict(dim=192, n_layers=4, n_heads=4, n_kv_heads=2, ffn=512),
+    # a memory-bound benchmark target for speculative decoding (models/README.md, "bench pair"); not shipped
+    "bench": dict(dim=768, n_layers=8, n_heads=12, n_kv_heads=4, ffn=2048),
 }
 
 
@@ -58,6 +61,16 @@ def train_tokenizer(texts, vocab_size, seed):
     random.Random(seed).shuffle(texts)
     tok.train_from_iterator(texts, trainer)
     return tok
+
+
+def load_tokenizer_file(path):
+    """A tokenizer to reuse instead of training one: the vocabulary and merges of a GGUF model (the demo's, so a
+    new model shares its tokenizer and its draft shape) or a Hugging Face tokenizer.json."""
+    if path.endswith(".gguf"):
+        from gguf_read import Reader, load_tokenizer
+        return load_tokenizer(Reader(path))
+    from tokenizers import Tokenizer
+    return Tokenizer.from_file(path)
 
 
 def encode_dialogues(tok, dialogues):
@@ -174,6 +187,13 @@ def masked_loss(model, x, y, m):
     return (loss * m).sum() / m.sum().clamp(min=1)
 
 
+def autocast(device):
+    """bf16 autocast on a GPU; plain float32 elsewhere (CPU runs are for smoke tests only)."""
+    if str(device).startswith("cuda"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 @torch.no_grad()
 def evaluate(model, ids, mask, seq, device):
     model.eval()
@@ -182,7 +202,7 @@ def evaluate(model, ids, mask, seq, device):
     for i in range(0, n, 64):
         idx = (torch.arange(i, min(n, i + 64)) * seq)[:, None] + torch.arange(seq + 1)[None, :]
         x, y, m = ids[idx[:, :-1]].to(device), ids[idx[:, 1:]].to(device), mask[idx[:, 1:]].to(device)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with autocast(device):
             logits = model(x)
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
         mf = m.reshape(-1).float()
@@ -194,13 +214,16 @@ def evaluate(model, ids, mask, seq, device):
 
 def train(name, model, data, valid, args, device, log):
     seq, batch = args.seq, args.batch
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-    budget = args.target_seconds if name == "target" else args.draft_seconds
-    max_steps = args.target_steps if name == "target" else args.draft_steps
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1,
+                            **({"fused": True} if str(device).startswith("cuda") else {}))
+    # every shape but the draft is a target (--target-steps/--target-seconds)
+    budget = args.draft_seconds if name == "draft" else args.target_seconds
+    max_steps = args.draft_steps if name == "draft" else args.target_steps
     gen = torch.Generator().manual_seed(args.seed)
     start, step, best = time.time(), 0, (float("inf"), None, 0)
     warmup = 200
     est_steps = None
+    stale = 0  # evaluations since the best one (--patience)
     while time.time() - start < budget:
         for x, y, m in batches(*data, seq, batch, gen):
             elapsed = time.time() - start
@@ -214,18 +237,25 @@ def train(name, model, data, valid, args, device, log):
             for g in opt.param_groups:
                 g["lr"] = lr
             x, y, m = x.to(device, non_blocking=True), y.to(device, non_blocking=True), m.to(device, non_blocking=True)
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with autocast(device):
                 loss = masked_loss(model, x, y, m)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             step += 1
-            if step % 250 == 0:
+            if step % args.eval_every == 0:
                 v = evaluate(model, *valid, seq, device)
                 log("%s step %d %.0fs lr %.2e train %.3f valid %.3f" % (name, step, elapsed, lr, loss.item(), v))
                 if v < best[0]:
                     best = (v, {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
+                    stale = 0
+                else:
+                    stale += 1
+                if args.patience and stale >= args.patience:
+                    log("%s: no better validation loss in %d evaluations, stopping at step %d" % (name, stale, step))
+                    budget = 0
+                    break
     v = evaluate(model, *valid, seq, device)
     if v < best[0]:
         best = (v, {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
@@ -281,6 +311,25 @@ def gguf_kv(key, typ, value):
     return out + b"".join(struct.pack(fmt, v) for v in items)
 
 
+TYPE_F32, TYPE_F16, TYPE_Q8_0 = 0, 1, 8
+FILE_TYPE = {"f32": 0, "f16": 1, "q8_0": 7}  # llama.cpp's general.file_type
+
+
+def q8_0_bytes(t):
+    """Q8_0 blocks of a float32 matrix (rows of a multiple of 32), as ggml's quantize_row_q8_0_ref makes them:
+    per 32 values a float16 scale d = amax / 127, then 32 int8 values round(x / d), halves away from zero."""
+    import numpy as np
+    x = t.numpy().astype(np.float32).reshape(-1, 32)
+    d = np.abs(x).max(axis=1, keepdims=True) / np.float32(127)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    v = (x * inv).astype(np.float64)  # the float32 product, rounded in float64 like C's roundf
+    q = np.clip(np.sign(v) * np.floor(np.abs(v) + 0.5), -127, 127).astype(np.int8)
+    out = np.empty((x.shape[0], 34), dtype=np.uint8)
+    out[:, :2] = d.astype("<f2").view(np.uint8)
+    out[:, 2:] = q.view(np.uint8)
+    return out.tobytes()
+
+
 def write_gguf(path, model, tok, name, dtype):
     cfg = model.cfg
     vocab = tok.get_vocab()
@@ -293,7 +342,7 @@ def write_gguf(path, model, tok, name, dtype):
     kvs = [
         ("general.architecture", GGUF_STR, "llama"),
         ("general.name", GGUF_STR, name),
-        ("general.file_type", GGUF_U32, 0 if dtype == "f32" else 1),
+        ("general.file_type", GGUF_U32, FILE_TYPE[dtype]),
         ("llama.context_length", GGUF_U32, cfg["ctx"]),
         ("llama.embedding_length", GGUF_U32, cfg["dim"]),
         ("llama.block_count", GGUF_U32, cfg["n_layers"]),
@@ -316,6 +365,8 @@ def write_gguf(path, model, tok, name, dtype):
         ("tokenizer.ggml.add_eos_token", GGUF_BOOL, False),
         ("tokenizer.chat_template", GGUF_STR, CHATML_TEMPLATE),
     ]
+    if dtype == "q8_0":
+        kvs.append(("general.quantization_version", GGUF_U32, 2))
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     tensors = [("token_embd.weight", sd["embed.weight"]), ("output_norm.weight", sd["norm.weight"])]
     names = dict(attn_norm="attn_norm.weight", wq="attn_q.weight", wk="attn_k.weight", wv="attn_v.weight",
@@ -327,8 +378,13 @@ def write_gguf(path, model, tok, name, dtype):
     align = 32
     infos, blobs, offset = b"", [], 0
     for tname, t in tensors:
-        typ = 0 if (dtype == "f32" or t.dim() == 1) else 1  # norms stay F32, as llama.cpp does
-        data = t.numpy().astype("<f4" if typ == 0 else "<f2").tobytes()
+        # norms stay F32, as llama.cpp does (and Q8_0 needs rows of a multiple of 32)
+        if t.dim() == 1 or dtype == "f32" or (dtype == "q8_0" and t.shape[-1] % 32):
+            typ, data = TYPE_F32, t.numpy().astype("<f4").tobytes()
+        elif dtype == "f16":
+            typ, data = TYPE_F16, t.numpy().astype("<f2").tobytes()
+        else:
+            typ, data = TYPE_Q8_0, q8_0_bytes(t)
         dims = list(reversed(t.shape))  # ggml order: ne0 (contiguous) first
         infos += gguf_str(tname) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
         infos += struct.pack("<IQ", typ, offset)
@@ -342,6 +398,15 @@ def write_gguf(path, model, tok, name, dtype):
         for b in blobs:
             f.write(b)
     return os.path.getsize(path)
+
+
+def same_tokenizer(a, b):
+    """Whether two GGUF files carry the same tokenizer (vocabulary, token types, merges, special ids)."""
+    from gguf_read import Reader
+    keys = ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
+            "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.pre")
+    ma, mb = Reader(a).meta, Reader(b).meta
+    return all(ma.get(k) == mb.get(k) for k in keys)
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -360,17 +425,25 @@ def main():
     ap.add_argument("--target-steps", type=int, default=0, help="stop after this many steps (0: time budget only)")
     ap.add_argument("--draft-steps", type=int, default=0)
     ap.add_argument("--dropout", type=float, default=0.1)
-    ap.add_argument("--dtype", choices=["f32", "f16"], default="f32", help="GGUF weight type of the export")
+    ap.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f32", help="GGUF weight type of the export")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--models", default="target,draft",
-                    help="which models to train, comma-separated (the shipped draft is distilled: distill.py)")
+                    help="which models (SHAPES names) to train, comma-separated (the shipped draft is distilled: "
+                    "distill.py)")
+    ap.add_argument("--tokenizer", help="reuse this tokenizer instead of training one: a GGUF model's (e.g. "
+                    "models/voxpipe-demo-q8_0.gguf) or a tokenizer.json")
+    ap.add_argument("--eval-every", type=int, default=250, help="validation loss every this many steps")
+    ap.add_argument("--patience", type=int, default=0,
+                    help="stop after this many evaluations without a better validation loss (0: never)")
+    ap.add_argument("--device", default="cuda", help="cuda; cpu only for smoke tests")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
-    device = "cuda"
-    report = {"args": vars(args), "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
+    device = args.device
+    report = {"args": vars(args), "torch": torch.__version__,
+              "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else device}
     logf = open(os.path.join(args.out, "train.log"), "w")
 
     def log(msg):
@@ -382,9 +455,13 @@ def main():
     train_d = load_jsonl(os.path.join(args.data, "train.jsonl"))
     valid_d = load_jsonl(os.path.join(args.data, "valid.jsonl"))
     held = load_jsonl(os.path.join(args.data, "heldout.jsonl"))
-    tok = train_tokenizer([render(d["messages"]) for d in train_d], args.vocab, args.seed)
+    if args.tokenizer:
+        tok = load_tokenizer_file(args.tokenizer)
+        log("tokenizer: %d tokens, from %s" % (tok.get_vocab_size(), args.tokenizer))
+    else:
+        tok = train_tokenizer([render(d["messages"]) for d in train_d], args.vocab, args.seed)
+        log("tokenizer: %d tokens" % tok.get_vocab_size())
     tok.save(os.path.join(args.out, "tokenizer.json"))
-    log("tokenizer: %d tokens" % tok.get_vocab_size())
     data = encode_dialogues(tok, train_d)
     valid = encode_dialogues(tok, valid_d)
     log("train tokens %d (%d learned), valid tokens %d" % (len(data[0]), int(data[1].sum()), len(valid[0])))
@@ -398,10 +475,15 @@ def main():
         stats = train(name, model, data, valid, args, device, log)
         stats["params"] = n_params
         stats["shape"] = SHAPES[name]
-        size = write_gguf(os.path.join(args.out, "voxpipe-%s-%s.gguf" % (name, args.dtype)), model, tok,
-                          "voxpipe-demo-" + name, args.dtype)
+        path = os.path.join(args.out, "voxpipe-%s-%s.gguf" % (name, args.dtype))
+        size = write_gguf(path, model, tok, "voxpipe-demo-" + name if name in ("target", "draft") else "voxpipe-" + name,
+                          args.dtype)
         stats["gguf_bytes"] = size
-        if name == "target":
+        if args.tokenizer and args.tokenizer.endswith(".gguf"):
+            stats["same_tokenizer"] = same_tokenizer(path, args.tokenizer)
+            log("%s: tokenizer metadata %s %s" % (name, "identical to" if stats["same_tokenizer"] else "DIFFERS from",
+                                                  args.tokenizer))
+        if name != "draft":
             stats["samples"] = [{"question": h["messages"][-1]["content"], "reference": h["reference"],
                                  "answer": greedy_answer(model, tok, h["messages"], device)} for h in held[:30]]
         report[name] = stats
