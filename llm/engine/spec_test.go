@@ -442,6 +442,37 @@ func TestChooseKFollowsMeasurements(t *testing.T) {
 	}
 }
 
+// passCost reads pass costs off a line through every size's measurements:
+// exact for costs on a line, rising with k when one size's average is an
+// outlier, and led by the sizes measured most.
+func TestPassCostFitsALine(t *testing.T) {
+	sp := newSpeculator(8, nil, 0.05)
+	for k := 1; k <= specMaxK; k++ {
+		sp.passT[k] = 1.2 + 0.1*float64(k-1)
+	}
+	for k := 1; k <= specMaxK; k++ {
+		if got, want := sp.passCost(k), 1.2+0.1*float64(k-1); math.Abs(got-want) > 1e-9 {
+			t.Fatalf("on a line: passCost(%d) = %v, want %v", k, got, want)
+		}
+	}
+	sp.passT[2] = 2.5 // one noisy size: dearer than the sizes around it
+	for sp.passN[3] < passFitCap {
+		sp.passN[3]++
+		sp.passN[5]++
+	}
+	prev := 1.0
+	for k := 1; k <= specMaxK; k++ {
+		c := sp.passCost(k)
+		if c < prev {
+			t.Fatalf("passCost(%d) = %v below passCost(%d) = %v", k, c, k-1, prev)
+		}
+		prev = c
+	}
+	if c := sp.passCost(2); c > 1.5 {
+		t.Errorf("one outlier size, well-measured neighbours: passCost(2) = %v, want near 1.3", c)
+	}
+}
+
 func BenchmarkSpecDecodeStep(b *testing.B) {
 	// Allocation check of the speculative loop: decode b.N tokens with a
 	// self-draft (allocations per token should be ~0 beyond the result).
