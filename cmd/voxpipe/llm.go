@@ -28,7 +28,7 @@ const llmUsage = `usage: voxpipe llm <command> [flags]
 commands:
   run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N] [--draft D | --lookup]
   bench     --model M [--threads N] [--prompt-tokens 512] [--decode-tokens 128] [--json] [--no-repack] [--kv-f32]
-            [--draft D | --lookup] [--question Q ...] [--spec-tokens 128] [--spec-k K]
+            [--draft D | --lookup] [--question Q ...] [--spec-tokens 128] [--spec-repeat 5] [--spec-k K]
             speculative decoding: plain vs speculative greedy answers to ChatML questions
             [--concurrency 1,2,4,8,16]   continuous batching: aggregate and per-sequence speed
   quantize  IN OUT --type q8_0|q4_0|f16|f32
@@ -254,6 +254,7 @@ type specReport struct {
 	Drafter         string  `json:"drafter"` // draft | lookup
 	Draft           string  `json:"draft,omitempty"`
 	Prompts         int     `json:"prompts"`
+	Repeats         int     `json:"repeats"` // times the question set was answered in each mode
 	DecodeTokens    int     `json:"decode_tokens"`
 	PlainTokensPerS float64 `json:"plain_tokens_per_s"`
 	SpecTokensPerS  float64 `json:"spec_tokens_per_s"`
@@ -304,6 +305,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	var questions stringList
 	fs.Var(&questions, "question", "a user question for the speculative bench (repeatable; default: built-in set)")
 	specTokens := fs.Int("spec-tokens", 128, "maximum answer tokens per question in the speculative bench")
+	specRepeat := fs.Int("spec-repeat", 5, "times the speculative bench answers the question set in each mode (a steadier ratio on a noisy machine)")
 	specK := fs.Int("spec-k", 0, "proposals per speculative round, 1-8 (0: chosen from measurements)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	concurrency := fs.String("concurrency", "", "continuous batching: comma-separated sequence counts decoded at once, e.g. 1,2,4,8,16")
@@ -325,6 +327,9 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	cfg.NoRepack = *noRepack
 	cfg.KVF32 = *kvF32
+	if *specRepeat < 1 {
+		return fmt.Errorf("%w: llm bench: --spec-repeat wants 1 or more, got %d\n%s", errUsage, *specRepeat, llmUsage)
+	}
 	if *specK < 0 || *specK > 8 {
 		return fmt.Errorf("%w: llm bench: --spec-k wants 0 to 8, got %d\n%s", errUsage, *specK, llmUsage)
 	}
@@ -397,12 +402,12 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		for i, q := range questions {
 			convs[i] = []llm.Message{{Role: llm.RoleSystem, Content: benchSystemPrompt}, {Role: llm.RoleUser, Content: q}}
 		}
-		sr, err := e.BenchSpec(ctx, convs, *specTokens)
+		sr, err := e.BenchSpec(ctx, convs, *specTokens, *specRepeat)
 		if err != nil {
 			return err
 		}
 		rep.Spec = &specReport{
-			Drafter: sr.Drafter, Draft: cfg.DraftPath, Prompts: sr.Prompts, DecodeTokens: sr.DecodeTokens,
+			Drafter: sr.Drafter, Draft: cfg.DraftPath, Prompts: sr.Prompts, Repeats: *specRepeat, DecodeTokens: sr.DecodeTokens,
 			PlainTokensPerS: sr.PlainTokensPerSecond(), SpecTokensPerS: sr.SpecTokensPerSecond(), Speedup: sr.Speedup(),
 			AcceptanceRate: sr.Stats.AcceptanceRate(), MeanAccepted: sr.Stats.MeanAccepted(), Identical: sr.Identical,
 			Drafted: sr.Stats.Drafted, Accepted: sr.Stats.Accepted, Rounds: sr.Stats.Rounds,
@@ -424,7 +429,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "ttft     %.1f ms\n", rep.TTFTMs)
 	fmt.Fprintf(out, "decode   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.DecodeTokens, rep.DecodeTokensPerS, rep.DecodeCPUSeconds)
 	if sp := rep.Spec; sp != nil {
-		fmt.Fprintf(out, "spec     %s over %d questions, %d answer tokens, greedy identical: %v\n", sp.Drafter, sp.Prompts, sp.DecodeTokens, sp.Identical)
+		fmt.Fprintf(out, "spec     %s over %d questions x %d, %d answer tokens, greedy identical: %v\n", sp.Drafter, sp.Prompts, sp.Repeats, sp.DecodeTokens, sp.Identical)
 		fmt.Fprintf(out, "         plain %.1f tokens/s, speculative %.1f tokens/s: speedup %.2fx\n", sp.PlainTokensPerS, sp.SpecTokensPerS, sp.Speedup)
 		fmt.Fprintf(out, "         acceptance %.1f%% (%d of %d drafted), mean accepted %.2f per pass (%d passes)\n", 100*sp.AcceptanceRate, sp.Accepted, sp.Drafted, sp.MeanAccepted, sp.Rounds)
 	}

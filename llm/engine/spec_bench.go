@@ -45,8 +45,10 @@ var ErrNoDrafter = errors.New("engine: speculative bench needs Config.DraftPath 
 // BenchSpec decodes a greedy answer (up to maxTokens) to each
 // conversation twice, plainly and speculatively, alternating so both see
 // the same machine load, and reports both speeds and the acceptance
-// figures. Each decode starts from a fresh sequence after the prompt.
-func (e *Engine) BenchSpec(ctx context.Context, convs [][]llm.Message, maxTokens int) (SpecBenchResult, error) {
+// figures. Each decode starts from a fresh sequence after the prompt. The
+// whole set is answered repeats times (at least once): short answers take
+// milliseconds, and a noisy machine needs more of them for a steady ratio.
+func (e *Engine) BenchSpec(ctx context.Context, convs [][]llm.Message, maxTokens, repeats int) (SpecBenchResult, error) {
 	res := SpecBenchResult{Drafter: e.Speculative(), Prompts: len(convs), Identical: true}
 	if e.spec == nil {
 		return res, ErrNoDrafter
@@ -55,30 +57,10 @@ func (e *Engine) BenchSpec(ctx context.Context, convs [][]llm.Message, maxTokens
 	job := func() {
 		before := e.spec.stats
 		params := samplerParams{repeatPenalty: e.cfg.RepeatPenalty}
-		for _, msgs := range convs {
-			var prompt []int32
-			if prompt, err = e.renderPrompt(msgs, maxTokens); err != nil {
+		for r := 0; r < max(repeats, 1); r++ {
+			if err = e.benchSpecOnce(ctx, &res, convs, params, maxTokens, r == 0); err != nil {
 				return
 			}
-			res.PromptTokens += len(prompt)
-			plain, _, tPlain, derr := e.decodeIDs(ctx, prompt, params, maxTokens, false)
-			if err = derr; err != nil {
-				return
-			}
-			// The draft's cache must not keep this prompt from the last
-			// round: each speculative run pays its catch-up.
-			if e.spec.draft != nil {
-				e.spec.draft.seq.tokens = e.spec.draft.seq.tokens[:0]
-			}
-			fast, _, tSpec, derr := e.decodeIDs(ctx, prompt, params, maxTokens, true)
-			if err = derr; err != nil {
-				return
-			}
-			res.DecodeTokens += len(plain)
-			res.PlainTime += tPlain
-			res.SpecTime += tSpec
-			res.Identical = res.Identical && slices.Equal(plain, fast)
-			res.Answers = append(res.Answers, e.tok.Decode(fast))
 		}
 		after := e.spec.stats
 		res.Stats = SpecStats{Rounds: after.Rounds - before.Rounds, Drafted: after.Drafted - before.Drafted, Accepted: after.Accepted - before.Accepted}
@@ -87,4 +69,37 @@ func (e *Engine) BenchSpec(ctx context.Context, convs [][]llm.Message, maxTokens
 		return res, qerr
 	}
 	return res, err
+}
+
+// benchSpecOnce answers every conversation plainly, then speculatively,
+// adding to res; keep records the speculative answers.
+func (e *Engine) benchSpecOnce(ctx context.Context, res *SpecBenchResult, convs [][]llm.Message, params samplerParams, maxTokens int, keep bool) error {
+	for _, msgs := range convs {
+		prompt, err := e.renderPrompt(msgs, maxTokens)
+		if err != nil {
+			return err
+		}
+		res.PromptTokens += len(prompt)
+		plain, _, tPlain, err := e.decodeIDs(ctx, prompt, params, maxTokens, false)
+		if err != nil {
+			return err
+		}
+		// The draft's cache must not keep this prompt from the last
+		// round: each speculative run pays its catch-up.
+		if e.spec.draft != nil {
+			e.spec.draft.seq.tokens = e.spec.draft.seq.tokens[:0]
+		}
+		fast, _, tSpec, err := e.decodeIDs(ctx, prompt, params, maxTokens, true)
+		if err != nil {
+			return err
+		}
+		res.DecodeTokens += len(plain)
+		res.PlainTime += tPlain
+		res.SpecTime += tSpec
+		res.Identical = res.Identical && slices.Equal(plain, fast)
+		if keep {
+			res.Answers = append(res.Answers, e.tok.Decode(fast))
+		}
+	}
+	return nil
 }

@@ -142,7 +142,7 @@ func TestDemoSpecGreedyIdentical(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.spec.fixedK = 4 // exercise verification whatever the calibration says
-		res, err := e.BenchSpec(context.Background(), demoConvs(c.questions), 64)
+		res, err := e.BenchSpec(context.Background(), demoConvs(c.questions), 64, 1)
 		e.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +196,7 @@ func BenchmarkDemoSpec(b *testing.B) {
 			var sum SpecBenchResult
 			identical := true
 			for i := 0; i < b.N; i++ {
-				res, err := e.BenchSpec(context.Background(), convs, 128)
+				res, err := e.BenchSpec(context.Background(), convs, 128, 1)
 				if err != nil {
 					b.Fatal(err)
 				}
