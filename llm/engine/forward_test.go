@@ -180,6 +180,49 @@ func TestContextFull(t *testing.T) {
 	}
 }
 
+// A context that is not a whole number of key blocks, and one whose cache
+// grows past kvGrowStep, fill to the last position with one-token passes
+// (the cache growing as it goes) exactly as batched passes over a cache
+// sized for the whole context at once do (fp16 and float32 caches), and
+// the next position is refused.
+func TestContextEdgesMatchIncremental(t *testing.T) {
+	for _, ctx := range []int{25, 300} {
+		for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeQ8_0} {
+			t.Run(fmt.Sprintf("ctx=%d/%s", ctx, typ), func(t *testing.T) {
+				s := defaultTiny("llama", typ)
+				s.ctx = ctx
+				rt := tinyRuntime(t, s, 2, 8)
+				rt.hp.kvHalf = typ == gguf.TypeQ8_0
+				tokens := make([]int32, ctx)
+				for i := range tokens {
+					tokens[i] = tinyPrompt[i%len(tinyPrompt)] + int32(i%7)
+				}
+				vocab := rt.hp.vocab
+				all := make([]float32, ctx*vocab)
+				whole := newKVCache(rt.hp, rt.ctxSize)
+				whole.reserve(ctx)
+				if err := rt.forward(nil, whole, tokens, 0, all); err != nil {
+					t.Fatal(err)
+				}
+				kv := newKVCache(rt.hp, rt.ctxSize)
+				var d float64
+				for i, id := range tokens {
+					if err := rt.forward(nil, kv, []int32{id}, i, nil); err != nil {
+						t.Fatal(err)
+					}
+					d = max(d, maxAbsDiff(rt.logits, all[i*vocab:(i+1)*vocab]))
+				}
+				if tol := map[bool]float64{false: 1e-4, true: 0.02}[typ == gguf.TypeQ8_0]; d > tol {
+					t.Errorf("batched vs incremental max|Δ| %.3g > %g", d, tol)
+				}
+				if err := rt.forward(nil, kv, tokens[:1], ctx, nil); err != ErrContextFull {
+					t.Errorf("position %d of a %d context: got %v, want ErrContextFull", ctx, ctx, err)
+				}
+			})
+		}
+	}
+}
+
 // smolShape is SmolLM2-135M's shape with random weights.
 func smolShape(typ gguf.Type) tinySpec {
 	return tinySpec{arch: "llama", typ: typ, dim: 576, layers: 30, heads: 9, kvHeads: 3, ffn: 1536, ctx: 1024, seed: 1, vocab: 49152}
