@@ -200,7 +200,7 @@ func keyIndex(hd, t, d int) int { return t/KeyBlock*KeyBlock*hd + d*KeyBlock + t
 
 // StoreKey writes the key row of position t (hd floats) into the blocked key cache k.
 func StoreKey(k []float32, hd, t int, row []float32) {
-	base := t/KeyBlock*KeyBlock*hd + t%KeyBlock
+	base := keyIndex(hd, t, 0)
 	k = k[base : base+(hd-1)*KeyBlock+1]
 	for d, x := range row[:hd] {
 		k[d*KeyBlock] = x
@@ -210,7 +210,7 @@ func StoreKey(k []float32, hd, t int, row []float32) {
 // StoreKeyF16 writes the key row of position t (hd floats) into the blocked fp16 key cache k,
 // rounding as F32ToF16Row does.
 func StoreKeyF16(k []uint16, hd, t int, row []float32) {
-	base := t/KeyBlock*KeyBlock*hd + t%KeyBlock
+	base := keyIndex(hd, t, 0)
 	_ = k[base+(hd-1)*KeyBlock] // the row's last value is in range
 	row = row[:hd]
 	if currentLevel() != levelGeneric {
@@ -221,7 +221,7 @@ func StoreKeyF16(k []uint16, hd, t int, row []float32) {
 }
 
 func genericStoreKeyF16(k []uint16, hd, t int, row []float32) {
-	base := t/KeyBlock*KeyBlock*hd + t%KeyBlock
+	base := keyIndex(hd, t, 0)
 	for d, x := range row[:hd] {
 		k[base+d*KeyBlock] = F32ToF16(x)
 	}

@@ -332,6 +332,11 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 		done = ctx.Done()
 	}
 	x, xb := rt.x[:n*dim], rt.xb[:n*dim]
+	// A batch of one-row sequences (continuous batching's decode steps)
+	// prepares each row's heads inside the attention job; rows of one
+	// sequence read each other's keys, so other batches store them all
+	// first.
+	rt.prepInAttn = len(segs) == n
 	for l := range m.layers {
 		if done != nil {
 			select {
@@ -350,11 +355,6 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 		rt.setTask(1, lw.wk, xb, xq, rt.k, kvDim, lw.bk)
 		rt.setTask(2, lw.wv, xb, xq, rt.v, hp.vDim(), lw.bv)
 		rt.runMats(opMat, 3)
-		// A batch of one-row sequences (continuous batching's decode steps)
-		// prepares each row's heads inside the attention job; rows of one
-		// sequence read each other's keys, so other batches store them all
-		// first.
-		rt.prepInAttn = len(segs) == n
 		if !rt.prepInAttn {
 			for j := 0; j < n; j++ {
 				for g := 0; g < hp.kvHeads; g++ {
@@ -386,7 +386,7 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 	}
 	// Normalise just the rows whose logits are wanted, packed together.
 	for i, r := range outRows {
-		rmsNorm(xb[i*dim:(i+1)*dim], x[int(r)*dim:(int(r)+1)*dim], m.outputNorm.f32, hp.rmsEps)
+		kernels.RMSNorm(xb[i*dim:(i+1)*dim], x[int(r)*dim:(int(r)+1)*dim], m.outputNorm.f32, hp.rmsEps)
 	}
 	k := len(outRows)
 	xq := rt.quantizeRows(xb, dim, k, m.output)
@@ -474,9 +474,9 @@ func (rt *compute) prepHeads(j, g int) {
 	kg := rt.k[j*kvDim+g*hd : j*kvDim+(g+1)*hd]
 	if hp.qkNorm {
 		for h := 0; h < grp; h++ {
-			rmsNorm(qg[h*hd:(h+1)*hd], qg[h*hd:(h+1)*hd], lw.qNorm.f32, hp.rmsEps)
+			kernels.RMSNorm(qg[h*hd:(h+1)*hd], qg[h*hd:(h+1)*hd], lw.qNorm.f32, hp.rmsEps)
 		}
-		rmsNorm(kg, kg, lw.kNorm.f32, hp.rmsEps)
+		kernels.RMSNorm(kg, kg, lw.kNorm.f32, hp.rmsEps)
 	}
 	kernels.Rope(qg, grp, hd, cos, sin, hp.rope == ropeNorm)
 	kernels.Rope(kg, 1, hd, cos, sin, hp.rope == ropeNorm)
@@ -531,13 +531,9 @@ func embedRow(dst []float32, w *weight, id int) {
 
 func rmsNormRows(dst, src, w []float32, dim, n int, eps float32) {
 	for j := 0; j < n; j++ {
-		rmsNorm(dst[j*dim:(j+1)*dim], src[j*dim:(j+1)*dim], w, eps)
+		kernels.RMSNorm(dst[j*dim:(j+1)*dim], src[j*dim:(j+1)*dim], w, eps)
 	}
 }
-
-// rmsNorm writes src/rms(src)·w to dst (dst may alias src). The sum is
-// accumulated in float64 as ggml does.
-func rmsNorm(dst, src, w []float32, eps float32) { kernels.RMSNorm(dst, src, w, eps) }
 
 func addInto(dst, src []float32) {
 	src = src[:len(dst)]
