@@ -100,7 +100,7 @@ type speculator struct {
 	// k+1 rows, of one draft step, and the chance that proposal j is kept
 	// given that the ones before it were. calibrate seeds the times.
 	passT      [specMaxK + 1]float64 // [0]: seconds of a one-token step; [k]: a (k+1)-row pass relative to it
-	passN      [specMaxK + 1]float64 // measurements behind passT[k] (capped): the weights of passCost's fit
+	passN      [specMaxK + 1]float64 // measurements behind passT[k] (capped): the weights of passLine's fit
 	draftT     float64               // a draft step relative to passT[0]
 	extraT     float64               // the rest of a speculative round: sampling and checking the rows, streaming
 	accAt      [specMaxK]float64
@@ -211,39 +211,38 @@ func firstProbeGap(draftCost float64) int {
 func (sp *speculator) bestK() int {
 	best, bestK := 1.05/sp.passT[0], 0
 	tokens, keep := 1.0, 1.0
+	a, b := sp.passLine()
 	for k := 1; k <= specMaxK; k++ {
 		keep *= sp.accAt[k-1]
 		tokens += keep
-		if rate := tokens / (sp.passT[0]*(sp.passCost(k)+float64(k)*sp.draftT) + sp.extraT); rate > best {
+		pass := 1 + a + b*float64(k-1)
+		if rate := tokens / (sp.passT[0]*(pass+float64(k)*sp.draftT) + sp.extraT); rate > best {
 			best, bestK = rate, k
 		}
 	}
 	return bestK
 }
 
-// passFitCap bounds the weight of one pass size in passCost's fit, so the
+// passFitCap bounds the weight of one pass size in passLine's fit, so the
 // sizes chosen most do not drown the others' measurements.
 const passFitCap = 32
 
-// passCost is the relative cost of a (k+1)-row pass read off a straight
-// line fitted to every size's measured cost (weighted by how often each
-// was measured; the seeds count once): pass(k) = 1 + a + b·(k−1), a and b
-// at least 0. Single pass times swing with the machine's load, so one
+// passLine fits a straight line to every pass size's measured relative
+// cost (weighted by how often each was measured; the seeds count once):
+// a (k+1)-row pass costs 1 + a + b·(k−1), a and b at least 0. Single pass times swing with the machine's load, so one
 // size's own average can look dearer than a larger one's and flip the
 // choice; the line keeps the costs rising with k and lets every
 // measurement inform every size.
-func (sp *speculator) passCost(k int) float64 {
+func (sp *speculator) passLine() (a, b float64) {
 	var sw, sx, sy, sxx, sxy float64
 	for j := 1; j <= specMaxK; j++ {
 		w, x, y := sp.passN[j]+1, float64(j-1), sp.passT[j]-1
 		sw, sx, sy, sxx, sxy = sw+w, sx+w*x, sy+w*y, sxx+w*x*x, sxy+w*x*y
 	}
-	b := 0.0
 	if den := sw*sxx - sx*sx; den > 0 {
 		b = max((sw*sxy-sx*sy)/den, 0)
 	}
-	a := max((sy-b*sx)/sw, 0)
-	return 1 + a + b*float64(k-1)
+	return max((sy-b*sx)/sw, 0), b
 }
 
 // observe records whether the proposal at depth j was kept.

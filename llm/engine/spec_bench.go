@@ -14,8 +14,8 @@ import (
 type SpecBenchResult struct {
 	Drafter      string // "draft" or "lookup"
 	Prompts      int
-	PromptTokens int // all prompts together
-	DecodeTokens int // answer tokens per mode (the same in both when Identical)
+	PromptTokens int // all prompts together, over all repeats
+	DecodeTokens int // answer tokens per mode over all repeats (the same in both when Identical)
 	PlainTime    time.Duration
 	SpecTime     time.Duration // includes the draft model's catch-up on each prompt
 	Identical    bool          // speculative answers equal the plain ones token for token
