@@ -1,0 +1,239 @@
+// Package ark is an llm.Model on Volcengine Ark (Doubao models), through
+// the official SDK's runtime client (volcengine-go-sdk service/arkruntime).
+// Answers stream over Ark's OpenAI-style chat completions; the wire facts
+// the code relies on are in ../shared/docs/volcengine-protocols.md, section 1.
+package ark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/volcengine/volcengine-go-sdk/service/arkruntime"
+	"github.com/volcengine/volcengine-go-sdk/service/arkruntime/model"
+
+	"github.com/voxpipe/voxpipe/llm"
+)
+
+// KeyEnv is the environment variable the API key is read from.
+const KeyEnv = "ARK_API_KEY"
+
+// DefaultBaseURL is Ark's Beijing endpoint (the SDK's default).
+const DefaultBaseURL = "https://ark.cn-beijing.volces.com/api/v3"
+
+// Config configures the client.
+type Config struct {
+	Model   string // endpoint id (ep-...) or model name
+	BaseURL string // "" = DefaultBaseURL; tests point it at a fake
+	APIKey  string // from KeyEnv; required
+	// Retries is how many times opening the stream is retried (5xx, 429,
+	// transport errors; the SDK's own back-off). Never mid-answer.
+	Retries int
+	// TimeoutFirstToken bounds the wait for the first chunk, TimeoutIdle
+	// the gap between chunks; 0 = none.
+	TimeoutFirstToken time.Duration
+	TimeoutIdle       time.Duration
+	HTTPClient        *http.Client // nil = a default client without an overall timeout
+}
+
+// Client streams answers from Ark. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+	c   *arkruntime.Client
+}
+
+// ErrNoKey is returned by New without an API key.
+var ErrNoKey = errors.New("ark: no API key (set " + KeyEnv + ")")
+
+// New builds a client; it does not contact the service.
+func New(cfg Config) (*Client, error) {
+	if cfg.APIKey == "" {
+		return nil, ErrNoKey
+	}
+	if cfg.Model == "" {
+		return nil, errors.New("ark: no model (endpoint id)")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = DefaultBaseURL
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		// The SDK's default client has a 10-minute Timeout over the whole
+		// stream; voxpipe bounds first token and idle gaps instead.
+		hc = &http.Client{}
+	}
+	c := arkruntime.NewClientWithApiKey(cfg.APIKey,
+		arkruntime.WithBaseUrl(cfg.BaseURL),
+		arkruntime.WithHTTPClient(hc),
+		arkruntime.WithRetryTimes(cfg.Retries))
+	return &Client{cfg: cfg, c: c}, nil
+}
+
+func (c *Client) request(req llm.Request) model.CreateChatCompletionRequest {
+	msgs := make([]*model.ChatCompletionMessage, len(req.Messages))
+	for i, m := range req.Messages {
+		content := m.Content
+		msgs[i] = &model.ChatCompletionMessage{Role: m.Role, Content: &model.ChatCompletionMessageContent{StringValue: &content}}
+	}
+	r := model.CreateChatCompletionRequest{
+		Model:         c.cfg.Model,
+		Messages:      msgs,
+		StreamOptions: &model.StreamOptions{IncludeUsage: true},
+		// A voice answer must not wait for a reasoning model to think.
+		Thinking: &model.Thinking{Type: model.ThinkingTypeDisabled},
+		Stop:     req.Stop,
+	}
+	if req.MaxTokens > 0 {
+		r.MaxTokens = &req.MaxTokens
+	}
+	t := req.Temperature
+	r.Temperature = &t // 0 is sent: greedy
+	if req.TopP > 0 {
+		r.TopP = &req.TopP
+	}
+	return r
+}
+
+// Stream implements llm.Model. Opening the stream happens in the
+// background; its failure arrives as the first Token's Err.
+func (c *Client) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
+	out := make(chan llm.Token, 16)
+	go c.run(ctx, req, out)
+	return out, nil
+}
+
+// errTimeout is the cancel cause of a request whose server went quiet.
+type errTimeout struct{ what string }
+
+func (e errTimeout) Error() string { return "ark: timed out waiting for the " + e.what }
+
+func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token) {
+	defer close(out)
+	send := func(t llm.Token) bool {
+		select {
+		case out <- t:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// A watchdog cancels the request when the server is silent too long:
+	// first for the first chunk, then between chunks.
+	wait := func(d time.Duration, what string) *time.Timer {
+		if d <= 0 {
+			return nil
+		}
+		return time.AfterFunc(d, func() { cancel(errTimeout{what}) })
+	}
+	watch := wait(c.cfg.TimeoutFirstToken, "first token")
+	stopWatch := func() {
+		if watch != nil {
+			watch.Stop()
+		}
+	}
+	defer stopWatch()
+	fail := func(err error) {
+		if cause := context.Cause(rctx); cause != nil && ctx.Err() == nil {
+			err = cause
+		}
+		if ctx.Err() == nil {
+			send(llm.Token{Err: describe(err)})
+		}
+	}
+	stream, err := c.c.CreateChatCompletionStream(rctx, c.request(req))
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer stream.Close()
+	// Close the body at once on cancel: a blocked Recv returns then.
+	stopClose := context.AfterFunc(rctx, func() { _ = stream.Close() })
+	defer stopClose()
+	var usage *llm.Usage
+	first := true
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			if !stream.IsFinished {
+				fail(errors.New("ark: connection closed before [DONE]"))
+				return
+			}
+			if usage == nil {
+				usage = &llm.Usage{}
+			}
+			send(llm.Token{Done: true, Usage: usage})
+			return
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		if resp.Usage != nil {
+			usage = &llm.Usage{
+				PromptTokens:     resp.Usage.PromptTokens,
+				CompletionTokens: resp.Usage.CompletionTokens,
+				CachedTokens:     resp.Usage.PromptTokensDetails.CachedTokens,
+			}
+		}
+		for _, ch := range resp.Choices { // the usage chunk has none
+			if ch == nil || ch.Index != 0 || ch.Delta.Content == "" {
+				continue
+			}
+			if first {
+				first = false
+				stopWatch()
+				watch = nil
+			}
+			if !send(llm.Token{Text: ch.Delta.Content}) {
+				return
+			}
+		}
+		if !first {
+			stopWatch()
+			watch = wait(c.cfg.TimeoutIdle, "next token")
+		}
+	}
+}
+
+// describe turns the SDK's errors into one line that names Ark, the HTTP
+// status and the server's code; 429 wraps llm.ErrBusy.
+func describe(err error) error {
+	var te errTimeout
+	if errors.As(err, &te) {
+		return te
+	}
+	var apiErr *model.APIError
+	if errors.As(err, &apiErr) {
+		msg := "ark: "
+		if apiErr.HTTPStatusCode != 0 {
+			msg += "HTTP " + strconv.Itoa(apiErr.HTTPStatusCode) + ": "
+		} else {
+			msg += "error in stream: "
+		}
+		msg += apiErr.Code
+		if apiErr.Message != "" {
+			msg += ": " + apiErr.Message
+		}
+		if apiErr.RequestId != "" {
+			msg += " (request " + apiErr.RequestId + ")"
+		}
+		if apiErr.HTTPStatusCode == http.StatusTooManyRequests {
+			return fmt.Errorf("%s: %w", msg, llm.ErrBusy)
+		}
+		return errors.New(msg)
+	}
+	var reqErr *model.RequestError
+	if errors.As(err, &reqErr) {
+		if reqErr.HTTPStatusCode == http.StatusTooManyRequests {
+			return fmt.Errorf("ark: HTTP 429: %w", llm.ErrBusy)
+		}
+		return fmt.Errorf("ark: HTTP %d: %v", reqErr.HTTPStatusCode, reqErr.Err)
+	}
+	return fmt.Errorf("ark: %w", err)
+}
