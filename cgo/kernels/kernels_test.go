@@ -189,19 +189,36 @@ func TestQuantizeQ4_0RoundTrip(t *testing.T) {
 }
 
 func TestQuantizeRefVsActivation(t *testing.T) {
-	// The weight (ref) and activation quantizers differ only at rare float ties; count them.
+	// The weight (ref) quantizer rounds half away from zero, the activation
+	// one (llama.cpp's AVX2 path) half to even: they must differ exactly at
+	// ties and nowhere else, on every tier. A block whose max is 127 makes
+	// x·127/amax = x exactly, so x = k+0.5 is a tie.
+	tie := make([]float32, QK)
+	tie[0] = 127
+	wantDiff := make([]bool, QK)
+	for i := 1; i < QK; i++ {
+		tie[i] = float32(i) - 16.5 // -15.5 ... 14.5
+		v := float64(tie[i])
+		wantDiff[i] = math.RoundToEven(v) != math.Round(v) // half of the ties
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
-	x := randF32(rng, 32*4096, 1)
-	a, r := make([]byte, len(x)/QK*BlockQ8_0), make([]byte, len(x)/QK*BlockQ8_0)
-	QuantizeQ8_0(a, x)
-	QuantizeQ8_0Ref(r, x)
-	diff := 0
-	for i := range a {
-		if a[i] != r[i] {
-			diff++
+	x := append(randF32(rng, 32*4096, 1), tie...)
+	tieBlock := len(x)/QK - 1
+	for _, generic := range []bool{true, false} {
+		UseGeneric(generic)
+		a, r := make([]byte, len(x)/QK*BlockQ8_0), make([]byte, len(x)/QK*BlockQ8_0)
+		QuantizeQ8_0(a, x)
+		QuantizeQ8_0Ref(r, x)
+		for i := range a {
+			b, j := i/BlockQ8_0, i%BlockQ8_0-2
+			want := b == tieBlock && j >= 0 && wantDiff[j]
+			if got := a[i] != r[i]; got != want {
+				t.Errorf("%s: block %d byte %d: activation %d, reference %d (tie %v)",
+					Features(), b, i%BlockQ8_0, int8(a[i]), int8(r[i]), want)
+			}
 		}
 	}
-	t.Logf("activation vs reference quantizer: %d of %d bytes differ", diff, len(a))
+	UseGeneric(false)
 }
 
 type prodCase struct{ rows, cols, r0, r1, n int }

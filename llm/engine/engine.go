@@ -8,10 +8,12 @@
 //     pass (continuous batching, sched.go); requests beyond
 //     Config.Sequences wait in a bounded queue (llm.ErrBusy when full).
 //   - Matrix products are cut into row chunks that the scheduler goroutine
-//     and Threads-1 workers claim through one atomic counter. Nobody spins:
-//     idle workers block on a channel, and a worker the OS has descheduled
-//     simply claims nothing, so a busy core slows a step instead of stalling
-//     it (llama.cpp's spinning barrier collapses under the same contention).
+//     and Threads-1 workers claim through one atomic counter. An idle worker
+//     polls for at most 30 µs (pool.go's spinWait: decoding runs short jobs
+//     back to back) and then blocks on a channel, and a worker the OS has
+//     descheduled simply claims nothing, so a busy core slows a step instead
+//     of stalling it (llama.cpp's unbounded spinning barrier collapses under
+//     the same contention).
 //   - Q8_0/Q4_0 weights multiply activations quantized to Q8_0 once per
 //     matmul (cgo/kernels' integer path), as llama.cpp does; Q8_0 matrices
 //     are repacked at load for the batched kernel (kernels.PackQ8_0), and a
@@ -19,8 +21,14 @@
 //   - Weights are copied from the file mapping into anonymous huge-page
 //     memory (Config.InPlace keeps them in the mapping); see copyWeights for
 //     the measured reason.
-//   - KV caches are F32 and kept per conversation (llm.Request.Conversation)
-//     in a small LRU; a new request reuses the longest common token prefix.
+//   - KV caches are fp16 for models with quantized matrices (F32 otherwise)
+//     and kept per conversation (llm.Request.Conversation) in a small LRU; a
+//     new request reuses the longest common token prefix.
+//   - Cancellation: a step that holds one request's rows stops mid-pass
+//     (between layers) when that request's context ends; a step shared by
+//     several requests runs with no context, because stopping it would stop
+//     everyone's rows, so a cancelled request leaves at the next step
+//     boundary, at most one step later.
 //   - Speculative decoding (spec.go): Config.DraftPath or PromptLookup
 //     proposes tokens that the target verifies in one batched pass; greedy
 //     output is unchanged and sampled output keeps the target's

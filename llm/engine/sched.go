@@ -292,6 +292,8 @@ func (e *Engine) step() {
 		return
 	}
 
+	// A pass shared by several requests cannot be stopped mid-pass (that
+	// would stop every row); a cancelled request leaves at the next step.
 	var ctx context.Context
 	if len(b.segs) == 1 && b.segGen[0].r != nil {
 		ctx = b.segGen[0].r.ctx // only its own request can stop it mid-pass
