@@ -5,6 +5,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Roles of a Message.
@@ -58,6 +59,15 @@ type Usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 	// CachedTokens is how many prompt tokens were reused from a cache.
 	CachedTokens int `json:"cached_tokens,omitempty"`
+	// Where a remote backend's time to the first token went (all zero for
+	// in-process engines): TTFTNetwork is connecting and sending the
+	// request, TTFTServer the rest (server work plus the answer's way
+	// back). TTFTQueue and TTFTCompute split TTFTServer when the server
+	// reports its timings (llama.cpp's "timings"); otherwise they are zero.
+	TTFTNetwork time.Duration `json:"-"`
+	TTFTServer  time.Duration `json:"-"`
+	TTFTQueue   time.Duration `json:"-"`
+	TTFTCompute time.Duration `json:"-"`
 }
 
 // ErrBusy is returned when a backend's admission queue is full.
