@@ -22,6 +22,7 @@ void kn_softmax_avx2(float *s, int64_t n, float scale);
 void kn_swiglu_rows_avx2(float *g, const float *u, int64_t ld, int64_t n, int64_t len);
 void kn_rope_avx2(float *x, int64_t heads, int64_t hd, const float *cos, const float *sin, int64_t half, int adjacent);
 void kn_store_key_f16_avx2(uint16_t *k, int64_t hd, int64_t t, const float *row);
+uint64_t kn_read_stream(const uint8_t *p, int64_t n);
 int64_t kn_argmax_avx2(const float *x, int64_t n);
 void kn_rmsnorm_avx2(float *dst, const float *src, const float *w, int64_t n, float eps);
 void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n);

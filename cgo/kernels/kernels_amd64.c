@@ -447,3 +447,22 @@ void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
 #undef KN_FN
 
 #pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2")
+// kn_read_stream reads n bytes (a multiple of 128) with 256-bit loads and
+// returns a value that depends on every byte, so the loads cannot be elided:
+// the plain streaming read that weight bandwidth is compared with.
+uint64_t kn_read_stream(const uint8_t *p, int64_t n) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < n; i += 128) {
+        a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_loadu_si256((const __m256i *)(p + i + 32)));
+        a2 = _mm256_xor_si256(a2, _mm256_loadu_si256((const __m256i *)(p + i + 64)));
+        a3 = _mm256_xor_si256(a3, _mm256_loadu_si256((const __m256i *)(p + i + 96)));
+    }
+    __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    return (uint64_t)_mm256_extract_epi64(a, 0) ^ (uint64_t)_mm256_extract_epi64(a, 1) ^
+           (uint64_t)_mm256_extract_epi64(a, 2) ^ (uint64_t)_mm256_extract_epi64(a, 3);
+}
+#pragma GCC pop_options

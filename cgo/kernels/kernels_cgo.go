@@ -161,3 +161,5 @@ func simdAttendF16(l level, out, q []float32, k, v []uint16, hd, npos, nq int, s
 func simdF32ToF16(dst []uint16, src []float32) {
 	C.kn_f32_to_f16_avx2(u16s(dst), f32p(src), C.int64_t(len(src)))
 }
+
+func simdReadStream(p []byte) uint64 { return uint64(C.kn_read_stream(u8p(p), C.int64_t(len(p)))) }

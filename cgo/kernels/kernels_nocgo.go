@@ -62,3 +62,5 @@ func simdAttendF16(_ level, out, q []float32, k, v []uint16, hd, npos, nq int, s
 	genericAttendF16(out, q, k, v, hd, npos, nq, scale, probs)
 }
 func simdF32ToF16(dst []uint16, src []float32) { genericF32ToF16(dst, src) }
+
+func simdReadStream(p []byte) uint64 { return genericReadStream(p) }

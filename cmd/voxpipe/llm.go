@@ -223,20 +223,26 @@ func streamTo(ctx context.Context, m llm.Model, req llm.Request, out io.Writer) 
 
 // benchReport is the --json output of llm bench.
 type benchReport struct {
-	Model            string       `json:"model"`
-	Threads          int          `json:"threads"`
-	Kernels          string       `json:"kernels"`
-	PromptTokens     int          `json:"prompt_tokens"`
-	DecodeTokens     int          `json:"decode_tokens"`
-	PromptTokensPerS float64      `json:"prompt_tokens_per_s"`
-	DecodeTokensPerS float64      `json:"decode_tokens_per_s"`
-	TTFTMs           float64      `json:"ttft_ms"`
-	LoadMs           float64      `json:"load_ms"`
-	PromptCPUSeconds float64      `json:"prompt_cpu_s"`
-	DecodeCPUSeconds float64      `json:"decode_cpu_s"`
-	PeakRSSBytes     int64        `json:"peak_rss_bytes"`
-	Spec             *specReport  `json:"speculative,omitempty"`
-	Concurrency      []concReport `json:"concurrency,omitempty"`
+	Model            string  `json:"model"`
+	Threads          int     `json:"threads"`
+	Kernels          string  `json:"kernels"`
+	PromptTokens     int     `json:"prompt_tokens"`
+	DecodeTokens     int     `json:"decode_tokens"`
+	PromptTokensPerS float64 `json:"prompt_tokens_per_s"`
+	DecodeTokensPerS float64 `json:"decode_tokens_per_s"`
+	TTFTMs           float64 `json:"ttft_ms"`
+	LoadMs           float64 `json:"load_ms"`
+	PromptCPUSeconds float64 `json:"prompt_cpu_s"`
+	DecodeCPUSeconds float64 `json:"decode_cpu_s"`
+	PeakRSSBytes     int64   `json:"peak_rss_bytes"`
+	// The bandwidth probe: a plain streaming read of DecodeBytes with the
+	// same threads; decode_fraction = decode speed × decode_bytes / it.
+	DecodeBytes    int64        `json:"decode_bytes"`
+	BandwidthGBs   float64      `json:"bandwidth_gb_s"`
+	DecodeGBs      float64      `json:"decode_gb_s"`
+	DecodeFraction float64      `json:"decode_fraction"`
+	Spec           *specReport  `json:"speculative,omitempty"`
+	Concurrency    []concReport `json:"concurrency,omitempty"`
 }
 
 // concReport is one row of llm bench --concurrency.
@@ -391,6 +397,16 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		DecodeCPUSeconds: res.DecodeCPU.Seconds(),
 		PeakRSSBytes:     peakRSS(),
 	}
+	bw, err := e.BenchBandwidth(ctx, 5)
+	if err != nil {
+		return err
+	}
+	rep.DecodeBytes = bw.DecodeBytes
+	rep.BandwidthGBs = bw.BytesPerSecond / 1e9
+	rep.DecodeGBs = res.DecodeTokensPerSecond() * float64(bw.DecodeBytes) / 1e9
+	if bw.BytesPerSecond > 0 {
+		rep.DecodeFraction = rep.DecodeGBs / rep.BandwidthGBs
+	}
 	if cfg.DraftPath != "" || cfg.PromptLookup {
 		if len(questions) == 0 {
 			questions = benchQuestions
@@ -428,6 +444,8 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "prompt   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.PromptTokens, rep.PromptTokensPerS, rep.PromptCPUSeconds)
 	fmt.Fprintf(out, "ttft     %.1f ms\n", rep.TTFTMs)
 	fmt.Fprintf(out, "decode   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.DecodeTokens, rep.DecodeTokensPerS, rep.DecodeCPUSeconds)
+	fmt.Fprintf(out, "memory   %.1f MB read per step: %.2f GB/s of a %.2f GB/s plain read (%.0f%%)\n",
+		float64(rep.DecodeBytes)/1e6, rep.DecodeGBs, rep.BandwidthGBs, 100*rep.DecodeFraction)
 	if sp := rep.Spec; sp != nil {
 		fmt.Fprintf(out, "spec     %s over %d questions x %d, %d answer tokens, greedy identical: %v\n", sp.Drafter, sp.Prompts, sp.Repeats, sp.DecodeTokens, sp.Identical)
 		fmt.Fprintf(out, "         plain %.1f tokens/s, speculative %.1f tokens/s: speedup %.2fx\n", sp.PlainTokensPerS, sp.SpecTokensPerS, sp.Speedup)
