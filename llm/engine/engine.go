@@ -98,8 +98,9 @@ type request struct {
 	processed   int
 	err         error
 
-	// Set by BenchConcurrent: a tokenised prompt used as is, and decoding
-	// that runs to MaxTokens whatever the model samples.
+	// prompt is the tokenised prompt, rendered before the request is
+	// queued (BenchConcurrent's is random tokens). BenchConcurrent also sets
+	// ignoreEOG: decoding runs to MaxTokens whatever the model samples.
 	prompt    []int32
 	ignoreEOG bool
 	timing    *seqTiming
@@ -256,11 +257,39 @@ func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token,
 	if len(req.Messages) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrEmptyPrompt)
 	}
-	r := &request{ctx: ctx, req: req, out: make(chan llm.Token, e.maxTokens(&req)+3)}
+	if err := checkStops(req.Stop); err != nil {
+		return nil, err
+	}
+	maxTokens := e.maxTokens(&req)
+	prompt, err := e.renderPrompt(req.Messages, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	r := &request{ctx: ctx, req: req, prompt: prompt, out: make(chan llm.Token, maxTokens+3)}
 	if err := e.enqueue(r); err != nil {
 		return nil, err
 	}
 	return r.out, nil
+}
+
+// Limits on a request: the scheduler matches every stop string at every
+// token of the batch, and a prompt's messages are walked per request.
+const (
+	MaxStops     = 4
+	MaxStopBytes = 128
+	MaxMessages  = 4096
+)
+
+func checkStops(stops []string) error {
+	if len(stops) > MaxStops {
+		return fmt.Errorf("%w: %d stop strings (at most %d)", ErrBadStop, len(stops), MaxStops)
+	}
+	for i, s := range stops {
+		if len(s) > MaxStopBytes {
+			return fmt.Errorf("%w: stop %d has %d bytes (at most %d)", ErrBadStop, i, len(s), MaxStopBytes)
+		}
+	}
+	return nil
 }
 
 // maxTokens is a request's answer length bound.
@@ -323,15 +352,51 @@ func (e *Engine) samplerFor(req *llm.Request) samplerParams {
 }
 
 // renderPrompt renders the messages with the chat template and tokenises
-// them, dropping the oldest user/assistant turns (never the system prompt
-// or the last message) until the prompt leaves room for maxTokens.
+// them, dropping the oldest user/assistant exchanges (never the leading
+// system prompt or the last message) so the prompt leaves room for
+// maxTokens. It runs on the caller's goroutine, never the scheduler's, and
+// its work is bounded by the context, not by the request: each message is
+// tokenised at most once, walking back from the newest until the budget is
+// spent, and the kept prompt is rendered and tokenised once more (again
+// for the rare template whose joins change a count).
 func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error) {
-	budget := e.cfg.ContextSize - maxTokens
-	if budget < e.cfg.ContextSize/2 {
-		budget = e.cfg.ContextSize / 2
+	if len(msgs) == 0 {
+		return nil, ErrEmptyPrompt
 	}
-	for {
-		text, err := chat.Render(e.template, msgs, true)
+	if len(msgs) > MaxMessages {
+		return nil, fmt.Errorf("%w: %d messages (at most %d)", ErrTooManyMessages, len(msgs), MaxMessages)
+	}
+	budget := max(e.cfg.ContextSize-maxTokens, e.cfg.ContextSize/2)
+	first := 0
+	for first < len(msgs)-1 && msgs[first].Role == llm.RoleSystem {
+		first++
+	}
+	// fixed: the system prompt, BOS and the generation prompt.
+	fixed, err := e.countTokens(msgs[:first], true)
+	if err != nil {
+		return nil, err
+	}
+	// Walk back; cuts are where a kept suffix may start: at a user
+	// message, at the last message, or keeping everything.
+	cuts := make([]int, 0, 8)
+	total := fixed
+	for i := len(msgs) - 1; i >= first && total <= budget; i-- {
+		n, err := e.countTokens(msgs[i:i+1], false)
+		if err != nil {
+			return nil, err
+		}
+		total += n
+		if i == len(msgs)-1 || i == first || msgs[i].Role == llm.RoleUser {
+			if total <= budget || len(cuts) == 0 {
+				cuts = append(cuts, i)
+			}
+		}
+	}
+	// Longest fitting suffix first; if a join made it longer than counted,
+	// the next shorter one.
+	for k := len(cuts) - 1; k >= 0; k-- {
+		kept := append(msgs[:first:first], msgs[cuts[k]:]...)
+		text, err := chat.Render(e.template, kept, true)
 		if err != nil {
 			return nil, err
 		}
@@ -342,26 +407,24 @@ func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error
 		if len(ids) <= budget {
 			return ids, nil
 		}
-		first := 0
-		for first < len(msgs) && msgs[first].Role == llm.RoleSystem {
-			first++
-		}
-		if first >= len(msgs)-1 {
+		if k == 0 {
 			if len(ids) < e.cfg.ContextSize {
 				return ids, nil // fits, with less room to answer
 			}
 			return nil, fmt.Errorf("%w: %d tokens, context %d", ErrContextFull, len(ids), e.cfg.ContextSize)
 		}
-		drop := 1
-		// Drop a whole exchange: the user message and the answers after it.
-		for first+drop < len(msgs)-1 && msgs[first+drop].Role != llm.RoleUser {
-			drop++
-		}
-		trimmed := make([]llm.Message, 0, len(msgs)-drop)
-		trimmed = append(trimmed, msgs[:first]...)
-		trimmed = append(trimmed, msgs[first+drop:]...)
-		msgs = trimmed
 	}
+	return nil, ErrEmptyPrompt // not reached: cuts holds the last message
+}
+
+// countTokens is how many tokens msgs render to on their own (with BOS and
+// the generation prompt when whole is set).
+func (e *Engine) countTokens(msgs []llm.Message, whole bool) (int, error) {
+	text, err := chat.Render(e.template, msgs, whole)
+	if err != nil {
+		return 0, err
+	}
+	return len(e.tok.Encode(text, whole, true)), nil
 }
 
 // sequenceFor returns the cached sequence of a conversation, or a new one,

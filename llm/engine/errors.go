@@ -21,6 +21,10 @@ var (
 	ErrClosed = errors.New("engine: closed")
 	// ErrDraftVocab is returned by Open when the draft model's vocabulary is not the target's.
 	ErrDraftVocab = errors.New("engine: draft model vocabulary differs from the target's")
+	// ErrTooManyMessages is returned for a request of more than MaxMessages messages.
+	ErrTooManyMessages = errors.New("engine: too many messages")
+	// ErrBadStop is returned for more than MaxStops stop strings or one longer than MaxStopBytes.
+	ErrBadStop = errors.New("engine: bad stop strings")
 	// ErrEmptyPrompt is returned when a request renders to no tokens.
 	ErrEmptyPrompt = errors.New("engine: empty prompt")
 )

@@ -25,7 +25,11 @@ func (e *Engine) Prefill(ctx context.Context, req llm.Request) (int, error) {
 	if len(e.queue) > 0 {
 		return 0, llm.ErrBusy // requests are waiting for a place: do not add to it
 	}
-	r := &request{ctx: ctx, req: req, prefillOnly: true, done: make(chan struct{})}
+	prompt, err := e.renderPrompt(req.Messages, e.maxTokens(&req))
+	if err != nil {
+		return 0, err
+	}
+	r := &request{ctx: ctx, req: req, prompt: prompt, prefillOnly: true, done: make(chan struct{})}
 	if err := e.enqueue(r); err != nil {
 		return 0, err
 	}

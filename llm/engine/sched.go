@@ -181,12 +181,9 @@ func (e *Engine) admit(r *request) {
 func (e *Engine) newGeneration(r *request) (*generation, error) {
 	req := &r.req
 	maxTokens := e.maxTokens(req)
-	prompt := r.prompt
-	if prompt == nil {
-		var err error
-		if prompt, err = e.renderPrompt(req.Messages, maxTokens); err != nil {
-			return nil, err
-		}
+	prompt := r.prompt // rendered by Stream or Prefill, off this goroutine
+	if len(prompt) == 0 {
+		return nil, ErrEmptyPrompt
 	}
 	g := &generation{e: e, r: r, prompt: prompt, maxTokens: maxTokens}
 	g.seq = e.acquireSequence(req.Conversation, g)

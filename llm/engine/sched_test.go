@@ -116,7 +116,11 @@ func TestNewRequestNotStarvedByLongAnswer(t *testing.T) {
 	e := openTiny(t, defaultTiny("llama", gguf.TypeQ8_0), nil)
 	long := &request{ctx: context.Background(), req: llm.Request{Messages: hello, MaxTokens: 400}, ignoreEOG: true, timing: &seqTiming{}}
 	long.out = make(chan llm.Token, 403)
-	if err := e.enqueue(long); err != nil {
+	var err error
+	if long.prompt, err = e.renderPrompt(hello, 400); err != nil {
+		t.Fatal(err)
+	}
+	if err = e.enqueue(long); err != nil {
 		t.Fatal(err)
 	}
 	<-long.out // decoding has begun
