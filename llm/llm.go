@@ -73,6 +73,11 @@ type Usage struct {
 // ErrBusy is returned when a backend's admission queue is full.
 var ErrBusy = errors.New("llm: busy")
 
+// ErrInvalid wraps the errors of a request the backend cannot take as
+// given (a prompt longer than its context, too many messages or stops):
+// retrying it unchanged fails again.
+var ErrInvalid = errors.New("llm: invalid request")
+
 // Prefiller is implemented by backends that can process a prompt before it
 // is asked for (early start): the pipeline prefills the conversation plus a
 // stable partial transcript while the person is still talking, so the final

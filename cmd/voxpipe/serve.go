@@ -127,7 +127,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		IdleTimeout:   cfg.Server.IdleTimeout,
 		RTC:           rtcConfig(cfg.Server.RTC),
 		Pipeline:      pc,
-		API:           openaiapi.New(be.LLM, id, log.With().Str("component", "openaiapi").Logger()),
+		API:           openaiapi.NewWithLimits(be.LLM, id, log.With().Str("component", "openaiapi").Logger(), apiLimits(cfg.Server.API)),
 	}, be, log.With().Str("component", "web").Logger())
 	if err != nil {
 		return err
@@ -135,7 +135,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	httpSrv := &http.Server{
 		Addr:              cfg.Server.Addr,
 		Handler:           ws.Handler(),
-		ReadHeaderTimeout: cfg.Server.ReadTimeout,
+		ReadHeaderTimeout: cfg.Server.Limits.HeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 	}
@@ -188,4 +188,9 @@ func rtcConfig(c config.RTC) web.RTCConfig {
 		rc.ICEServers = append(rc.ICEServers, web.ICEServer{URLs: s.URLs, Username: s.Username, Credential: s.Credential})
 	}
 	return rc
+}
+
+// apiLimits maps server.api onto the /v1 handler's limits.
+func apiLimits(c config.APILimits) openaiapi.Limits {
+	return openaiapi.Limits{MaxBodyBytes: c.MaxBodyBytes, MaxMessages: c.MaxMessages, MaxStops: c.MaxStops, MaxTokens: c.MaxTokens}
 }

@@ -39,6 +39,48 @@ type Server struct {
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// RTC configures the WebRTC transport (POST /rtc/offer).
 	RTC RTC `yaml:"rtc"`
+
+	// Access and limits (docs/security.md).
+	Auth Auth `yaml:"auth"`
+	// AllowInsecurePublic lets the server listen on a non-loopback
+	// address with no API keys set.
+	AllowInsecurePublic bool `yaml:"allow_insecure_public"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]) besides
+	// the server's own that may open sessions; "*" allows any.
+	AllowedOrigins []string `yaml:"allowed_origins"`
+	// DrainTimeout: on SIGTERM, new sessions get 503 and running ones may go
+	// on this long before they are told going_away; 0 = at once.
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
+	Limits       Limits        `yaml:"limits"`
+	API          APILimits     `yaml:"api"`
+}
+
+// Auth configures API keys for /ws, /rtc/offer, /v1 and the token endpoint.
+type Auth struct {
+	// APIKeysEnv names the environment variable holding comma-separated
+	// keys; unset or empty = auth off.
+	APIKeysEnv string `yaml:"api_keys_env"`
+	// TokenTTL is how long a session token from POST /auth/token lasts.
+	TokenTTL time.Duration `yaml:"token_ttl"`
+}
+
+// Limits bound what one client may take.
+type Limits struct {
+	// SessionsPerMinute is how many sessions one client IP may open per
+	// minute (a burst of as many); 0 = no limit.
+	SessionsPerMinute int `yaml:"sessions_per_minute"`
+	// MaxSession ends a session that has run this long; 0 = no limit.
+	MaxSession time.Duration `yaml:"max_session"`
+	// HeaderTimeout bounds reading an HTTP request's headers.
+	HeaderTimeout time.Duration `yaml:"header_timeout"`
+}
+
+// APILimits bound one /v1 request (llm/openaiapi.Limits).
+type APILimits struct {
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	MaxMessages  int   `yaml:"max_messages"`
+	MaxStops     int   `yaml:"max_stops"`
+	MaxTokens    int   `yaml:"max_tokens"` // 0: the model's bound
 }
 
 // RTC is the WebRTC transport's network setup.
@@ -173,12 +215,16 @@ type Espeak struct {
 func Default() Config {
 	return Config{
 		Server: Server{
-			Addr:          "127.0.0.1:8080",
-			MaxSessions:   16,
-			MaxFrameBytes: 64 << 10,
-			ReadTimeout:   10 * time.Second,
-			IdleTimeout:   30 * time.Second,
-			RTC:           RTC{ICEServers: []ICEServer{}, ConnectTimeout: 20 * time.Second, FailedTimeout: 15 * time.Second},
+			Addr:           "127.0.0.1:8080",
+			MaxSessions:    16,
+			MaxFrameBytes:  64 << 10,
+			ReadTimeout:    10 * time.Second,
+			IdleTimeout:    30 * time.Second,
+			RTC:            RTC{ICEServers: []ICEServer{}, ConnectTimeout: 20 * time.Second, FailedTimeout: 15 * time.Second},
+			Auth:           Auth{APIKeysEnv: "VOXPIPE_API_KEYS", TokenTTL: 5 * time.Minute},
+			AllowedOrigins: []string{},
+			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second},
+			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
 		},
 		Log: Log{Level: "info", Format: "auto"},
 		Pipeline: Pipeline{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/voxpipe/voxpipe/internal/logging"
@@ -74,6 +75,21 @@ func (c *Config) Validate() error {
 	}
 	v.durRange("server.rtc.connect_timeout", rtc.ConnectTimeout, 0, 10*time.Minute)
 	v.durRange("server.rtc.failed_timeout", rtc.FailedTimeout, 0, 10*time.Minute)
+
+	v.durRange("server.auth.token_ttl", s.Auth.TokenTTL, time.Second, 24*time.Hour)
+	for i, o := range s.AllowedOrigins {
+		if o != "*" && !strings.Contains(o, "://") {
+			v.fail(fmt.Sprintf("server.allowed_origins[%d]", i), "want scheme://host[:port] or \"*\" (got %q)", o)
+		}
+	}
+	v.durRange("server.drain_timeout", s.DrainTimeout, 0, time.Hour)
+	v.intRange("server.limits.sessions_per_minute", s.Limits.SessionsPerMinute, 0, 1<<20)
+	v.durRange("server.limits.max_session", s.Limits.MaxSession, 0, 7*24*time.Hour)
+	v.durRange("server.limits.header_timeout", s.Limits.HeaderTimeout, 100*time.Millisecond, time.Hour)
+	v.intRange("server.api.max_body_bytes", int(s.API.MaxBodyBytes), 1024, 1<<30)
+	v.intRange("server.api.max_messages", s.API.MaxMessages, 1, 4096)
+	v.intRange("server.api.max_stops", s.API.MaxStops, 0, 4)
+	v.intRange("server.api.max_tokens", s.API.MaxTokens, 0, 1<<20)
 
 	v.nonEmpty("llm.backend", c.LLM.Backend)
 	e := c.LLM.Engine

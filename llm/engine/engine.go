@@ -258,12 +258,12 @@ func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token,
 		return nil, fmt.Errorf("%w: no messages", ErrEmptyPrompt)
 	}
 	if err := checkStops(req.Stop); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
 	maxTokens := e.maxTokens(&req)
 	prompt, err := e.renderPrompt(req.Messages, maxTokens)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
 	r := &request{ctx: ctx, req: req, prompt: prompt, out: make(chan llm.Token, maxTokens+3)}
 	if err := e.enqueue(r); err != nil {

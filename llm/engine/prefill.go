@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/voxpipe/voxpipe/llm"
 )
@@ -27,7 +28,7 @@ func (e *Engine) Prefill(ctx context.Context, req llm.Request) (int, error) {
 	}
 	prompt, err := e.renderPrompt(req.Messages, e.maxTokens(&req))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
 	r := &request{ctx: ctx, req: req, prompt: prompt, prefillOnly: true, done: make(chan struct{})}
 	if err := e.enqueue(r); err != nil {

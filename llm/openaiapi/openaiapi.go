@@ -24,21 +24,62 @@ import (
 	"github.com/voxpipe/voxpipe/llm"
 )
 
-// maxBodyBytes bounds a request body; a long conversation is well under it.
-const maxBodyBytes = 8 << 20
+// Limits bound what one request may ask for; a request over one gets a
+// 400 naming the parameter. Zero fields take the defaults.
+type Limits struct {
+	MaxBodyBytes int64 // request body; default 8 MiB
+	MaxMessages  int   // messages in a request; default 1024
+	// MaxStops is how many stop strings a request may give (default and
+	// most: 4, as OpenAI allows); each is at most MaxStopBytes.
+	MaxStops int
+	// MaxTokens is the largest max_tokens a request may ask for; 0: any
+	// (the model bounds it by its context).
+	MaxTokens int
+	// OnReject, when set, is told the parameter of each refused request
+	// (for a metric).
+	OnReject func(param string)
+}
+
+// Defaults and hard bounds of Limits.
+const (
+	DefaultMaxBodyBytes = 8 << 20
+	DefaultMaxMessages  = 1024
+	MaxStops            = 4
+	MaxStopBytes        = 128
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if l.MaxMessages <= 0 {
+		l.MaxMessages = DefaultMaxMessages
+	}
+	if l.MaxStops <= 0 || l.MaxStops > MaxStops {
+		l.MaxStops = MaxStops
+	}
+	return l
+}
 
 type server struct {
 	model   llm.Model
 	modelID string
 	created int64
 	log     zerolog.Logger
+	lim     Limits
 }
 
 // New returns a handler serving /v1/chat/completions and /v1/models for
-// model under the name modelID. Paths also match without the /v1 prefix, so
-// the handler works mounted whole or behind http.StripPrefix("/v1", …).
+// model under the name modelID, with the default Limits. Paths also match
+// without the /v1 prefix, so the handler works mounted whole or behind
+// http.StripPrefix("/v1", …).
 func New(model llm.Model, modelID string, log zerolog.Logger) http.Handler {
-	s := &server{model: model, modelID: modelID, created: time.Now().Unix(), log: log}
+	return NewWithLimits(model, modelID, log, Limits{})
+}
+
+// NewWithLimits is New with request limits.
+func NewWithLimits(model llm.Model, modelID string, log zerolog.Logger, lim Limits) http.Handler {
+	s := &server{model: model, modelID: modelID, created: time.Now().Unix(), log: log, lim: lim.withDefaults()}
 	mux := http.NewServeMux()
 	for _, prefix := range []string{"/v1", ""} {
 		mux.HandleFunc("POST "+prefix+"/chat/completions", s.chatCompletions)
@@ -171,11 +212,11 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 // parseRequest decodes and validates the body into an llm.Request.
 func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiError) {
 	var req chatRequest
-	body := http.MaxBytesReader(nil, r.Body, maxBodyBytes)
+	body := http.MaxBytesReader(nil, r.Body, s.lim.MaxBodyBytes)
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {
-			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("Request body is larger than %d bytes.", maxBodyBytes), "")
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("Request body is larger than %d bytes.", s.lim.MaxBodyBytes), "body")
 		}
 		return nil, llm.Request{}, invalidRequest("We could not parse the JSON body of your request: "+err.Error(), "")
 	}
@@ -184,6 +225,17 @@ func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiE
 	}
 	if len(req.Messages) == 0 {
 		return nil, llm.Request{}, invalidRequest("messages must be a non-empty array.", "messages")
+	}
+	if len(req.Messages) > s.lim.MaxMessages {
+		return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages has %d items; at most %d are allowed.", len(req.Messages), s.lim.MaxMessages), "messages")
+	}
+	if len(req.Stop) > s.lim.MaxStops {
+		return nil, llm.Request{}, invalidRequest(fmt.Sprintf("stop has %d items; at most %d are allowed.", len(req.Stop), s.lim.MaxStops), "stop")
+	}
+	for i, st := range req.Stop {
+		if len(st) > MaxStopBytes {
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("stop[%d] is %d bytes; at most %d are allowed.", i, len(st), MaxStopBytes), "stop")
+		}
 	}
 	out := llm.Request{Temperature: 1, Stop: req.Stop} // OpenAI's default temperature is 1
 	for i, m := range req.Messages {
@@ -194,6 +246,8 @@ func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiE
 		case llm.RoleSystem, llm.RoleUser, llm.RoleAssistant:
 		case "":
 			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d].role is missing.", i), fmt.Sprintf("messages[%d].role", i))
+		default:
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d].role %.32q is not supported (system, developer, user or assistant).", i, role), fmt.Sprintf("messages[%d].role", i))
 		}
 		out.Messages = append(out.Messages, llm.Message{Role: role, Content: string(m.Content)})
 	}
@@ -208,6 +262,9 @@ func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiE
 	if maxTokens != nil {
 		if *maxTokens < 1 {
 			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("%s must be at least 1, got %d.", param, *maxTokens), param)
+		}
+		if s.lim.MaxTokens > 0 && *maxTokens > s.lim.MaxTokens {
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("%s is %d; at most %d are allowed.", param, *maxTokens, s.lim.MaxTokens), param)
 		}
 		out.MaxTokens = *maxTokens
 	}
@@ -227,6 +284,9 @@ func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiE
 	}
 	if req.Seed != nil {
 		out.Seed = uint64(*req.Seed)
+	}
+	if out.MaxTokens == 0 && s.lim.MaxTokens > 0 {
+		out.MaxTokens = s.lim.MaxTokens
 	}
 	return &req, out, nil
 }
@@ -270,6 +330,13 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	raw, req, apiErr := s.parseRequest(r)
 	if apiErr != nil {
 		s.log.Debug().Str("error", apiErr.Message).Int("status", apiErr.status).Msg("openaiapi: bad request")
+		if s.lim.OnReject != nil {
+			param := "body"
+			if apiErr.Param != nil {
+				param, _, _ = strings.Cut(*apiErr.Param, "[")
+			}
+			s.lim.OnReject(param)
+		}
 		writeError(w, apiErr)
 		return
 	}
@@ -279,6 +346,11 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, llm.ErrBusy) {
 			writeError(w, busy())
+			return
+		}
+		if errors.Is(err, llm.ErrInvalid) {
+			s.log.Debug().Err(err).Msg("openaiapi: model refused the request")
+			writeError(w, invalidRequest("The model cannot take this request: "+err.Error(), "messages"))
 			return
 		}
 		s.log.Error().Err(err).Msg("openaiapi: model refused the request")

@@ -487,3 +487,10 @@ func BenchmarkContentChunk(b *testing.B) {
 		sink.Write(cw.contentChunk(" hello"))
 	}
 }
+
+func newServerWith(t *testing.T, m llm.Model, lim Limits) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(NewWithLimits(m, "voxpipe-test", zerolog.Nop(), lim))
+	t.Cleanup(srv.Close)
+	return srv
+}
