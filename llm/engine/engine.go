@@ -159,6 +159,10 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tok.VocabSize() > m.hp.vocab {
+		// Encode could return ids past the embedding table.
+		return nil, fmt.Errorf("%w: the tokenizer has %d tokens, token_embd.weight %d", ErrBadShape, tok.VocabSize(), m.hp.vocab)
+	}
 	release := func() error { return nil }
 	if !cfg.InPlace {
 		if release, err = m.copyWeights(!cfg.NoRepack); err != nil {

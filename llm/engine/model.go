@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math/bits"
 	"unsafe"
 
 	"github.com/voxpipe/voxpipe/cgo/kernels"
@@ -106,6 +107,9 @@ type model struct {
 
 func archKey(arch, key string) string { return arch + "." + key }
 
+// maxVocab bounds a model's vocabulary (the largest in use are ~256k).
+const maxVocab = 1 << 22
+
 // readHyperParams reads and checks the dimensions of a llama, qwen2 or qwen3 GGUF.
 func readHyperParams(f *gguf.File) (hyperParams, error) {
 	var hp hyperParams
@@ -207,6 +211,9 @@ func loadModel(f *gguf.File) (*model, error) {
 	}
 	if len(ti.Dims) != 2 {
 		return nil, fmt.Errorf("%w: token_embd.weight has %d dims, want 2", ErrBadShape, len(ti.Dims))
+	}
+	if ti.Dims[1] == 0 || ti.Dims[1] > maxVocab {
+		return nil, fmt.Errorf("%w: token_embd.weight has a vocabulary of %d (want 1..%d)", ErrBadShape, ti.Dims[1], maxVocab)
 	}
 	m.hp.vocab = int(ti.Dims[1])
 	hp = m.hp
@@ -312,8 +319,8 @@ func makeWeight(ti gguf.TensorInfo, data []byte, dims []int) (*weight, error) {
 	if w.cols%ti.Type.BlockSize() != 0 {
 		return nil, fmt.Errorf("%w: %s row length %d is not a multiple of the %s block size %d", ErrBadShape, ti.Name, w.cols, ti.Type, ti.Type.BlockSize())
 	}
-	if want := w.rows * w.rowBytes(); len(data) < want {
-		return nil, fmt.Errorf("%w: %s holds %d bytes, want %d", ErrBadShape, ti.Name, len(data), want)
+	if hi, want := bits.Mul64(uint64(w.rows), uint64(w.rowBytes())); hi != 0 || uint64(len(data)) < want {
+		return nil, fmt.Errorf("%w: %s holds %d bytes, want %d rows of %d", ErrBadShape, ti.Name, len(data), w.rows, w.rowBytes())
 	}
 	w.raw = data[:w.rows*w.rowBytes()]
 	if ti.Type == gguf.TypeF32 {

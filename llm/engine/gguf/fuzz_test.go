@@ -19,6 +19,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(buf.Bytes())
 	f.Add(buf.Bytes()[:100])
 	f.Add(header(3, 0, 0))
+	f.Add(crafted2p62())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		file, err := Parse(data)
 		if err != nil {
@@ -91,6 +92,7 @@ func TestFuzzSeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	seeds["valid_small"] = sm.Bytes()
+	seeds["overflow_2p62"] = crafted2p62() // issue 14 item 5
 	for _, cut := range []int{3, 10, 24, 60, 200, 400, full.Len() - 1} {
 		seeds[fmt.Sprintf("truncated_%d", cut)] = full.Bytes()[:cut]
 	}

@@ -354,6 +354,11 @@ func (r *reader) tensorInfo(i uint64) (TensorInfo, error) {
 		return TensorInfo{}, fmt.Errorf("%w: tensor %q row length %d is not a multiple of the %s block size %d",
 			ErrShape, name, ti.Dims[0], ti.Type, bs)
 	}
+	// Its size in bytes must fit too (an F32 tensor of 2^62 elements is
+	// 2^64 bytes, which used to wrap to 0 and pass the file-size check).
+	if hi, lo := bits.Mul64(elems/uint64(ti.Type.BlockSize()), uint64(ti.Type.BlockBytes())); hi != 0 || lo > math.MaxInt64 {
+		return TensorInfo{}, fmt.Errorf("%w: tensor %q of %d elements is more than 2^63 bytes", ErrShape, name, elems)
+	}
 	if ti.Offset, err = r.u64(fmt.Sprintf("tensor %q offset", name)); err != nil {
 		return TensorInfo{}, err
 	}

@@ -1,6 +1,10 @@
 package gguf
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
 
 // Type is a ggml tensor type, as stored in GGUF tensor infos.
 type Type uint32
@@ -121,13 +125,27 @@ func (ti TensorInfo) Elements() uint64 {
 	return n
 }
 
-// Bytes is the size of the tensor's data; 0 for unknown types.
+// Bytes is the size of the tensor's data; 0 for unknown types, and
+// math.MaxUint64 when the size does not fit 64 bits (a parsed file's
+// tensors never do: Parse refuses them).
 func (ti TensorInfo) Bytes() uint64 {
 	bs := ti.Type.BlockSize()
 	if bs == 0 {
 		return 0
 	}
-	return ti.Elements() / uint64(bs) * uint64(ti.Type.BlockBytes())
+	n := uint64(1)
+	for _, d := range ti.Dims {
+		hi, lo := bits.Mul64(n, d)
+		if hi != 0 {
+			return math.MaxUint64
+		}
+		n = lo
+	}
+	hi, lo := bits.Mul64(n/uint64(bs), uint64(ti.Type.BlockBytes()))
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
 }
 
 // ValueType is the type tag of a GGUF metadata value.
