@@ -63,9 +63,12 @@ func (a *asrStage) command(ctx context.Context, c asrCmd, toHub chan<- asrEvent)
 		if a.stream == nil {
 			return nil
 		}
-		err := a.stream.Close()
-		if err != nil {
-			a.log.Warn().Err(err).Msg("asr close failed")
+		if err := a.stream.Close(); err != nil {
+			// A remote recogniser fails here when the final never came:
+			// the client hears why (the final, if any, is empty).
+			if err := a.fail(ctx, toHub, fmt.Errorf("asr: %w", err)); err != nil {
+				return err
+			}
 		}
 		// The final is always delivered after Close; wait for it here so
 		// the next utterance's stream starts after this one is done.
