@@ -56,7 +56,9 @@ func newFakeTTS(t *testing.T, fault string) *fakeTTS {
 	return f
 }
 
-func (f *fakeTTS) url() string { return "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/api/v1/tts/ws_binary" }
+func (f *fakeTTS) url() string {
+	return "ws" + strings.TrimPrefix(f.srv.URL, "http") + "/api/v1/tts/ws_binary"
+}
 
 func (f *fakeTTS) send(conn *websocket.Conn, fr volcproto.Frame) error {
 	b, _ := volcproto.Encode(fr)
