@@ -18,6 +18,10 @@ const (
 	frameMs = 20
 )
 
+// FrameMs is the length of every audio frame the session sends (Output.Audio)
+// and works in internally; transports announce it and pace by it.
+const FrameMs = frameMs
+
 // Backends are the engines a session talks to. All three are shared by every
 // session and must be safe for concurrent use (their packages say so).
 type Backends struct {

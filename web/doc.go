@@ -21,6 +21,12 @@
 // deadline is cut to a short grace period for the client's close reply, and
 // the session returns. The handler returns only after all three have exited.
 //
+// Every transport is a thin framer over web/internal/voice, which holds what
+// they share: the control-message rules (one start per session), Opus/PCM16
+// decoding into reused buffers, answer encoding, session start and run.
+// Sessions report to Metrics through a per-transport observer
+// (transport.go), so voxpipe_transport_* series carry a transport label.
+//
 // A WebRTC session (rtc.go) is driven by pion's callbacks: the audio track's
 // reader and the data channel's messages feed the session, one goroutine
 // writes its output (events to the data channel, Opus to the track, silence

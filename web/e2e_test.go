@@ -305,6 +305,13 @@ func TestEndToEnd(t *testing.T) {
 			if n := metricValue(t, ts.srv.metrics, "voxpipe_asr_final_seconds", ""); n != 1 {
 				t.Errorf("voxpipe_asr_final_seconds has %v observations, want 1", n)
 			}
+			// ... labelled with the transport it came over.
+			if n := metricValue(t, ts.srv.metrics, "voxpipe_transport_voice_to_voice_seconds", transportWS); n != 1 {
+				t.Errorf("voxpipe_transport_voice_to_voice_seconds{transport=websocket} has %v observations, want 1", n)
+			}
+			if n := metricValue(t, ts.srv.metrics, "voxpipe_transport_voice_to_voice_seconds", transportWebRTC); n != 0 {
+				t.Errorf("voxpipe_transport_voice_to_voice_seconds{transport=webrtc} has %v observations, want 0", n)
+			}
 			// The LLM was asked the transcript.
 			ts.model.mu.Lock()
 			reqs := append([]llm.Request(nil), ts.model.requests...)

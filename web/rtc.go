@@ -19,6 +19,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
+	"github.com/voxpipe/voxpipe/web/internal/voice"
 )
 
 // RTCConfig configures the WebRTC transport (POST /rtc/offer).
@@ -130,6 +131,9 @@ type rtcSession struct {
 	track   *webrtc.TrackLocalStaticSample
 	started atomic.Bool // the session runs: audio is forwarded
 
+	rulesMu sync.Mutex // pion may run data channel callbacks concurrently
+	rules   voice.Rules
+
 	dcOpen     chan struct{} // closed when the events channel opens
 	dcOpenOnce sync.Once
 
@@ -199,7 +203,7 @@ func (s *Server) newRTCSession(r *http.Request, offer webrtc.SessionDescription)
 		return nil, nil, fmt.Errorf("rtc: peer connection: %w", err)
 	}
 	id := newSessionID()
-	log := s.log.With().Str("remote", r.RemoteAddr).Str("transport", "webrtc").Logger()
+	log := s.log.With().Str("remote", r.RemoteAddr).Str("transport", transportWebRTC).Logger()
 	rs := &rtcSession{
 		srv:     s,
 		pc:      pc,
@@ -281,10 +285,10 @@ func (rs *rtcSession) serve() {
 
 	cfg := rs.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = rtcRate, rtcRate
-	sess, err := pipeline.NewSession(rs.id, cfg, rs.srv.backends, rs.srv.metrics, rs.sessLog)
-	if err != nil {
-		rs.log.Error().Err(err).Msg("rtc session")
-		rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
+	sess, p := voice.Start(rs.id, cfg, rs.srv.backends, rs.srv.observer(transportWebRTC), rs.sessLog)
+	if p != nil {
+		rs.log.Error().Str("code", p.Code).Str("reason", p.Message).Msg("rtc session")
+		rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: p.Message})
 		return
 	}
 	w, err := newRTCWriter(rs)
@@ -295,10 +299,13 @@ func (rs *rtcSession) serve() {
 	}
 	rs.log.Info().Msg("rtc session started")
 	rs.sendEvent(pipeline.Event{Type: pipeline.EventReady, Encoding: EncodingOpus, SampleRate: rtcRate, FrameMs: FrameMs})
+	rs.rulesMu.Lock()
+	rs.rules.Running()
+	rs.rulesMu.Unlock()
 	rs.started.Store(true)
 	go func() {
 		defer close(rs.out)
-		rs.runErr <- runSessionSafe(rs.ctx, sess, rs.in, rs.out, rs.log)
+		rs.runErr <- runSession(rs.ctx, sess, rs.in, rs.out, rs.log)
 	}()
 	w.loop()
 	if err := <-rs.runErr; err != nil && !errors.Is(err, context.Canceled) {
@@ -335,14 +342,13 @@ func (rs *rtcSession) onTrack(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) 
 	rs.mu.Unlock()
 	defer rs.readers.Done()
 
-	dec, err := audio.NewOpusDecoder(rtcRate)
+	up, err := voice.NewUplink(rs.in, EncodingOpus, rtcRate)
 	if err != nil {
 		rs.log.Error().Err(err).Msg("rtc opus decoder")
 		rs.cancel()
 		return
 	}
 	buf := make([]byte, rtpBufBytes)
-	pcm := make([]int16, maxOpusFrameSamples)
 	var pkt rtp.Packet
 	for {
 		n, _, err := track.Read(buf)
@@ -355,16 +361,11 @@ func (rs *rtcSession) onTrack(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) 
 		if err := pkt.Unmarshal(buf[:n]); err != nil || len(pkt.Payload) == 0 {
 			continue
 		}
-		samples, err := dec.Decode(pkt.Payload, pcm)
-		if err != nil {
-			rs.srv.metrics.frameRejected(pipeline.CodeBadAudio)
-			continue
-		}
-		frame := make([]int16, samples) // ownership passes to the session
-		copy(frame, pcm[:samples])
-		select {
-		case rs.in <- pipeline.Input{Audio: frame}:
-		default:
+		queued, p := up.Write(pkt.Payload)
+		switch {
+		case p != nil:
+			rs.srv.metrics.frameRejected(p.Code)
+		case !queued:
 			rs.srv.metrics.FrameDropped(reasonInputFull)
 		}
 	}
@@ -383,26 +384,21 @@ func (rs *rtcSession) onDataChannel(dc *webrtc.DataChannel) {
 	dc.OnMessage(rs.onMessage)
 }
 
-// onMessage handles a client control message from the data channel.
+// onMessage handles a client control message from the data channel. The
+// offer negotiated the format, so the first start only counts as the one
+// start a session may have; a second is bad_message, as on the WebSocket.
 func (rs *rtcSession) onMessage(m webrtc.DataChannelMessage) {
-	var msg clientMessage
-	if err := json.Unmarshal(m.Data, &msg); err != nil {
-		rs.reject(pipeline.CodeBadMessage, "not a JSON object of the protocol: "+err.Error())
-		return
+	rs.rulesMu.Lock()
+	_, ev, start, p := rs.rules.Parse(m.Data)
+	if start {
+		rs.rules.AcceptStart()
 	}
-	if msg.Type == ClientStart {
-		return // the offer negotiated the format; a start is harmless
-	}
-	ev := controlEvent(msg)
+	rs.rulesMu.Unlock()
 	switch {
-	case msg.Type == "":
-		rs.reject(pipeline.CodeBadMessage, `message without "type"`)
+	case p != nil:
+		rs.reject(p.Code, p.Message)
 		return
-	case ev == nil:
-		rs.reject(pipeline.CodeUnknownType, fmt.Sprintf("unknown message type %q", msg.Type))
-		return
-	case !rs.started.Load():
-		rs.reject(pipeline.CodeNotStarted, msg.Type+" before ready")
+	case start:
 		return
 	}
 	select { // control messages are never dropped
@@ -442,14 +438,13 @@ func (rs *rtcSession) sendEvent(ev pipeline.Event) bool {
 // RTP timestamps track wall time.
 type rtcWriter struct {
 	rs        *rtcSession
-	enc       *audio.OpusEncoder
-	packet    []byte
+	down      *voice.Downlink
 	silence   []byte    // one 20 ms Opus packet of digital silence
 	sentUntil time.Time // the wall time the audio written so far covers: RTP time + an offset
 }
 
 func newRTCWriter(rs *rtcSession) (*rtcWriter, error) {
-	enc, err := audio.NewOpusEncoder(rtcRate, rs.srv.cfg.OpusBitrate)
+	down, err := voice.NewOpusDownlink(rtcRate, rs.srv.cfg.OpusBitrate, FrameMs)
 	if err != nil {
 		return nil, err
 	}
@@ -462,8 +457,7 @@ func newRTCWriter(rs *rtcSession) (*rtcWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rtcWriter{rs: rs, enc: enc, packet: make([]byte, audio.MaxOpusPacket),
-		silence: append([]byte(nil), packet[:n]...)}, nil
+	return &rtcWriter{rs: rs, down: down, silence: append([]byte(nil), packet[:n]...)}, nil
 }
 
 // loop runs until the session closes out; it reads out to the end even
@@ -508,13 +502,13 @@ func (w *rtcWriter) output(o pipeline.Output) bool {
 		}
 		return w.rs.sendEvent(ev)
 	}
-	n, err := w.enc.Encode(o.Audio, w.packet)
+	packet, err := w.down.Write(o.Audio)
 	if err != nil {
-		w.rs.srv.metrics.FrameDropped("opus_encode")
+		w.rs.srv.metrics.FrameDropped(reasonOpusEncode)
 		w.rs.log.Debug().Err(err).Int("samples", len(o.Audio)).Msg("opus encode")
 		return true
 	}
-	return w.write(w.packet[:n], time.Now())
+	return w.write(packet, time.Now())
 }
 
 // write sends one 20 ms packet and advances the stream's wall clock.

@@ -321,20 +321,27 @@ func TestRTCEndToEnd(t *testing.T) {
 	waitIdle(t, ts.srv)
 }
 
-// TestRTCStop ends a session with a stop message on the data channel.
+// TestRTCStop ends a session with a stop message on the data channel, after
+// the control rules every transport shares: one start is accepted (the
+// offer set the format), a second is bad_message, an unknown type is
+// unknown_type.
 func TestRTCStop(t *testing.T) {
 	checkLeaks(t)
 	ts := rtcTestServer(t, nil, nil)
 	c := newRTCClient(t, ts.http.URL)
 	c.until("ready", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady })
+	c.send(map[string]any{"type": "start", "sample_rate": 48000, "encoding": "opus"})
+	c.send(map[string]any{"type": "start", "sample_rate": 48000, "encoding": "opus"})
 	c.send(map[string]any{"type": "bogus"})
-	select {
-	case ev := <-c.events:
-		if ev.Type != pipeline.EventError || ev.Code != pipeline.CodeUnknownType {
-			t.Errorf("have %+v, want an unknown_type error", ev)
+	for _, want := range []string{pipeline.CodeBadMessage, pipeline.CodeUnknownType} {
+		select {
+		case ev := <-c.events:
+			if ev.Type != pipeline.EventError || ev.Code != want {
+				t.Errorf("have %+v, want a %s error", ev, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no %s error event within 30 s", want)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no error event for an unknown message type within 30 s")
 	}
 	c.send(map[string]any{"type": "stop"})
 	waitIdle(t, ts.srv)

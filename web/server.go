@@ -60,9 +60,11 @@ type Server struct {
 	backends pipeline.Backends
 	log      zerolog.Logger
 	metrics  *Metrics
-	upgrader websocket.Upgrader
-	rtcAPI   *webrtc.API
-	mux      *http.ServeMux
+	// transportMetrics are the series labelled by transport (transport.go).
+	transportMetrics *transportMetrics
+	upgrader         websocket.Upgrader
+	rtcAPI           *webrtc.API
+	mux              *http.ServeMux
 
 	// baseCtx parents every connection's context; cancelled by Shutdown.
 	baseCtx    context.Context
@@ -109,6 +111,7 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		rtcs:     map[*rtcSession]struct{}{},
 		mux:      http.NewServeMux(),
 	}
+	s.transportMetrics = newTransportMetrics(s.metrics.Registry())
 	rtcAPI, err := newRTCAPI(cfg.RTC)
 	if err != nil {
 		return nil, err
@@ -149,7 +152,7 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 func (s *Server) ActiveSessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns) + len(s.rtcs)
+	return s.activeLocked()
 }
 
 // Shutdown refuses new sessions, cancels every running one (each client gets
@@ -215,16 +218,18 @@ func (s *Server) track(c *conn, live bool) bool {
 	defer s.mu.Unlock()
 	if !live {
 		delete(s.conns, c)
-		s.metrics.activeSessions.Set(float64(len(s.conns) + len(s.rtcs)))
+		s.metrics.activeSessions.Set(float64(s.activeLocked()))
 		return true
 	}
 	if s.closing {
 		return false
 	}
 	s.conns[c] = struct{}{}
-	s.metrics.activeSessions.Set(float64(len(s.conns) + len(s.rtcs)))
+	s.metrics.activeSessions.Set(float64(s.activeLocked()))
 	return true
 }
+
+func (s *Server) activeLocked() int { return len(s.conns) + len(s.rtcs) }
 
 // trackRTC is track for WebRTC sessions.
 func (s *Server) trackRTC(rs *rtcSession, live bool) bool {
@@ -238,7 +243,7 @@ func (s *Server) trackRTC(rs *rtcSession, live bool) bool {
 		}
 		s.rtcs[rs] = struct{}{}
 	}
-	s.metrics.activeSessions.Set(float64(len(s.conns) + len(s.rtcs)))
+	s.metrics.activeSessions.Set(float64(s.activeLocked()))
 	return true
 }
 

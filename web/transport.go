@@ -2,26 +2,28 @@ package web
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"runtime/debug"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/web/internal/voice"
 )
 
-// Pieces shared by the WebSocket and WebRTC transports, so both speak the
-// protocol of docs/protocol.md the same way.
+// What the transports share beyond web/internal/voice: the audio event's
+// wire format, running a session, and metrics labelled by transport.
 
-// controlEvent turns a client control message (playback_start, interrupt,
-// stop) into the session's input; nil for any other type.
-func controlEvent(msg clientMessage) *pipeline.ClientEvent {
-	switch msg.Type {
-	case pipeline.ClientPlaybackStart, pipeline.ClientInterrupt, pipeline.ClientStop:
-		return &pipeline.ClientEvent{Type: msg.Type, Turn: msg.Turn, PlayedMs: msg.PlayedMs}
-	}
-	return nil
-}
+// Transport names, the "transport" label of the per-transport metrics.
+const (
+	transportWS      = "websocket"
+	transportWebRTC  = "webrtc"
+	transportXiaozhi = "xiaozhi"
+)
+
+// reasonOpusEncode counts answer frames the Opus encoder refused.
+const reasonOpusEncode = "opus_encode"
 
 // fillAudioFormat completes an audio event with the transport's wire
 // format: the session speaks PCM, the encoding is the transport's business.
@@ -37,14 +39,82 @@ func fillAudioFormat(ev *pipeline.Event, encoding string, rate int) {
 	}
 }
 
-// runSessionSafe runs sess, turning a panic in it into an error so one
-// broken session cannot take the server down.
-func runSessionSafe(ctx context.Context, sess *pipeline.Session, in <-chan pipeline.Input, out chan<- pipeline.Output, log zerolog.Logger) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			log.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("session panicked")
-			err = fmt.Errorf("%w: session panicked: %v", errInternal, p)
-		}
-	}()
-	return sess.Run(ctx, in, out)
+// runSession runs sess; a panic in it becomes an error wrapping errInternal.
+func runSession(ctx context.Context, sess *pipeline.Session, in <-chan pipeline.Input, out chan<- pipeline.Output, log zerolog.Logger) error {
+	err := voice.Run(ctx, sess, in, out, log)
+	if errors.Is(err, voice.ErrPanic) {
+		return fmt.Errorf("%w: %w", errInternal, err)
+	}
+	return err
+}
+
+// transportMetrics are the per-transport series: every transport feeds the
+// same voxpipe_* histograms through Metrics, and these say which transport
+// a turn came over.
+type transportMetrics struct {
+	voiceToVoice *prometheus.HistogramVec // server-side, first_audio_out - speech_end
+	heard        *prometheus.HistogramVec // playback_start - speech_end, as the client reported (or the device path estimated)
+	turns        *prometheus.CounterVec
+}
+
+func newTransportMetrics(reg prometheus.Registerer) *transportMetrics {
+	tm := &transportMetrics{
+		voiceToVoice: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "voxpipe_transport_voice_to_voice_seconds",
+			Help:    "Server-side voice-to-voice latency (first_audio_out - speech_end) per turn, by transport.",
+			Buckets: latencyBuckets,
+		}, []string{"transport"}),
+		heard: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "voxpipe_transport_heard_voice_to_voice_seconds",
+			Help:    "Voice-to-voice latency up to playback_start (reported by the client; for xiaozhi devices, when the first packet was written) per turn, by transport.",
+			Buckets: latencyBuckets,
+		}, []string{"transport"}),
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "voxpipe_transport_turns_total",
+			Help: "Turns traced, by transport and outcome (completed, interrupted).",
+		}, []string{"transport", "outcome"}),
+	}
+	reg.MustRegister(tm.voiceToVoice, tm.heard, tm.turns)
+	for _, tr := range []string{transportWS, transportWebRTC, transportXiaozhi} {
+		tm.voiceToVoice.WithLabelValues(tr)
+		tm.heard.WithLabelValues(tr)
+		tm.turns.WithLabelValues(tr, "completed")
+		tm.turns.WithLabelValues(tr, "interrupted")
+	}
+	return tm
+}
+
+// transportObserver is a session's pipeline.Observer: the server's Metrics
+// plus the series labelled with the session's transport.
+type transportObserver struct {
+	*Metrics
+	v2v, heard          prometheus.Observer
+	completed, interrup prometheus.Counter
+}
+
+// observer returns the Observer for a session over transport.
+func (s *Server) observer(transport string) pipeline.Observer {
+	tm := s.transportMetrics
+	return &transportObserver{
+		Metrics:   s.metrics,
+		v2v:       tm.voiceToVoice.WithLabelValues(transport),
+		heard:     tm.heard.WithLabelValues(transport),
+		completed: tm.turns.WithLabelValues(transport, "completed"),
+		interrup:  tm.turns.WithLabelValues(transport, "interrupted"),
+	}
+}
+
+func (o *transportObserver) TurnTraced(tr pipeline.Trace) {
+	o.Metrics.TurnTraced(tr)
+	if ms, ok := tr.VoiceToVoice(); ok && ms >= 0 {
+		o.v2v.Observe(ms / 1000)
+	}
+	if ms, ok := tr.SinceSpeechEnd()[pipeline.MarkPlaybackStart]; ok && ms >= 0 {
+		o.heard.Observe(ms / 1000)
+	}
+	if tr.Interrupted {
+		o.interrup.Inc()
+	} else {
+		o.completed.Inc()
+	}
 }

@@ -2,11 +2,8 @@ package web
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -14,20 +11,20 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/pipeline"
-	"github.com/voxpipe/voxpipe/pipeline/audio"
+	"github.com/voxpipe/voxpipe/web/internal/voice"
 )
 
 // Wire names of the start message's encodings.
 const (
-	EncodingPCM16 = "pcm16"
-	EncodingOpus  = "opus"
+	EncodingPCM16 = voice.EncodingPCM16
+	EncodingOpus  = voice.EncodingOpus
 )
 
 // ClientStart is the "start" type a client sends first.
-const ClientStart = "start"
+const ClientStart = voice.ClientStart
 
 // FrameMs is the duration of every answer audio frame the server sends.
-const FrameMs = 20
+const FrameMs = voice.FrameMs
 
 const (
 	// closeGrace is how long the reader keeps waiting for the client's
@@ -40,29 +37,8 @@ const (
 	// ctrlQueue bounds events from the reader waiting for the writer.
 	ctrlQueue = 16
 	// maxOpusFrameSamples is 120 ms at 48 kHz, the longest Opus packet.
-	maxOpusFrameSamples = 5760
+	maxOpusFrameSamples = voice.MaxOpusFrameSamples
 )
-
-// clientMessage is any JSON message a client sends; Type says which
-// fields matter.
-type clientMessage struct {
-	Type string `json:"type"`
-
-	// start
-	SampleRate       int        `json:"sample_rate"`
-	Encoding         string     `json:"encoding"`
-	OutputSampleRate int        `json:"output_sample_rate"`
-	Client           clientInfo `json:"client"`
-
-	// playback_start, interrupt
-	Turn     int     `json:"turn"`
-	PlayedMs float64 `json:"played_ms"`
-}
-
-type clientInfo struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
 
 // ctrlMsg is an event from the reader to the writer. A non-zero closeCode
 // makes the writer close the connection after the event.
@@ -91,12 +67,11 @@ type conn struct {
 	runErr chan error           // session goroutine → writer, buffered 1
 
 	// reader
+	rules    voice.Rules
 	started  bool
 	draining bool // a fatal error was reported: discard input until closed
-	encoding string
 	readBuf  []byte
-	opusDec  *audio.OpusDecoder
-	opusPCM  []int16
+	uplink   *voice.Uplink
 }
 
 func newConn(s *Server, ws *websocket.Conn, id string, log zerolog.Logger) *conn {
@@ -161,7 +136,7 @@ func (c *conn) readLoop() {
 			continue // NextReader discards the rest of each message
 		}
 		c.extendDeadline()
-		n, err := readUpTo(r, c.readBuf)
+		n, err := voice.ReadUpTo(r, c.readBuf)
 		if err != nil {
 			c.log.Debug().Err(err).Msg("websocket read failed")
 			return
@@ -197,126 +172,52 @@ func (c *conn) cutDeadline() {
 	_ = c.ws.SetReadDeadline(time.Now().Add(closeGrace))
 }
 
-// readUpTo reads r into buf until EOF or buf is full; n == len(buf) means
-// the message may be longer.
-func readUpTo(r io.Reader, buf []byte) (int, error) {
-	n := 0
-	for n < len(buf) {
-		m, err := r.Read(buf[n:])
-		n += m
-		if errors.Is(err, io.EOF) {
-			return n, nil
-		}
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
-}
-
 func (c *conn) handleText(data []byte) {
-	var msg clientMessage
-	if err := json.Unmarshal(data, &msg); err != nil {
-		c.reject(pipeline.CodeBadMessage, "not a JSON object of the protocol: "+err.Error(), 0)
-		return
-	}
-	switch msg.Type {
-	case "":
-		c.reject(pipeline.CodeBadMessage, `message without "type"`, 0)
-	case ClientStart:
+	msg, ev, start, p := c.rules.Parse(data)
+	switch {
+	case p != nil:
+		c.rejectProblem(p, 0)
+	case start:
 		c.handleStart(msg)
-	case pipeline.ClientPlaybackStart, pipeline.ClientInterrupt, pipeline.ClientStop:
-		if !c.started {
-			c.reject(pipeline.CodeNotStarted, msg.Type+" before start", 0)
-			return
-		}
-		ev := controlEvent(msg)
+	default:
 		select { // control messages are never dropped
 		case c.in <- pipeline.Input{Event: ev}:
 		case <-c.ctx.Done():
 		}
-	default:
-		c.reject(pipeline.CodeUnknownType, fmt.Sprintf("unknown message type %q", msg.Type), 0)
 	}
 }
 
-// validateStart checks a start message's audio format; it returns the
-// encoding and the output rate, or an error event message.
-func validateStart(msg clientMessage) (encoding string, outRate int, problem string) {
-	encoding = msg.Encoding
-	if encoding == "" {
-		encoding = EncodingPCM16
-	}
-	outRate = msg.OutputSampleRate
-	if outRate == 0 {
-		outRate = msg.SampleRate
-	}
-	switch encoding {
-	case EncodingPCM16:
-		for _, rate := range []int{msg.SampleRate, outRate} {
-			if rate < 8000 || rate > 48000 || !audio.ValidResampleRate(rate) {
-				return "", 0, fmt.Sprintf("pcm16 sample rate %d Hz not supported (want 8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100 or 48000)", rate)
-			}
-		}
-	case EncodingOpus:
-		for _, rate := range []int{msg.SampleRate, outRate} {
-			if !audio.ValidOpusRate(rate) {
-				return "", 0, fmt.Sprintf("opus sample rate %d Hz not supported (want 8000, 12000, 16000, 24000 or 48000)", rate)
-			}
-		}
-	default:
-		return "", 0, fmt.Sprintf("encoding %q not supported (want pcm16 or opus)", msg.Encoding)
-	}
-	return encoding, outRate, ""
-}
-
-func (c *conn) handleStart(msg clientMessage) {
-	if c.started {
-		c.reject(pipeline.CodeBadMessage, "session already started", 0)
+func (c *conn) handleStart(msg voice.Message) {
+	encoding, outRate, p := voice.ValidateStart(msg)
+	if p != nil {
+		c.rejectProblem(p, 0)
 		return
 	}
-	encoding, outRate, problem := validateStart(msg)
-	if problem != "" {
-		c.reject(pipeline.CodeBadFormat, problem, 0)
+	up, err := voice.NewUplink(c.in, encoding, msg.SampleRate)
+	if err != nil {
+		c.reject(pipeline.CodeBadFormat, err.Error(), 0)
 		return
-	}
-	if encoding == EncodingOpus {
-		dec, err := audio.NewOpusDecoder(msg.SampleRate)
-		if err != nil {
-			c.reject(pipeline.CodeBadFormat, err.Error(), 0)
-			return
-		}
-		c.opusDec = dec
-		c.opusPCM = make([]int16, maxOpusFrameSamples)
 	}
 	cfg := c.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = msg.SampleRate, outRate
 	log := c.sessLog.With().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Logger()
-	sess, err := pipeline.NewSession(c.id, cfg, c.srv.backends, c.srv.metrics, log)
-	if err != nil {
-		code := pipeline.CodeInternal
-		if errors.Is(err, audio.ErrSampleRate) || errors.Is(err, pipeline.ErrConfig) {
-			code = pipeline.CodeBadFormat
-		}
-		c.opusDec = nil
-		c.reject(code, err.Error(), 0)
+	sess, p := voice.Start(c.id, cfg, c.srv.backends, c.srv.observer(transportWS), log)
+	if p != nil {
+		c.rejectProblem(p, 0)
 		return
 	}
-	c.encoding = encoding
+	c.uplink = up
 	c.started = true
+	c.rules.AcceptStart()
+	c.rules.Running()
 	c.log.Info().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Str("encoding", encoding).Int("input_rate", msg.SampleRate).Int("output_rate", outRate).Msg("session started")
 	// ready goes through ctrl before the session can produce anything, and
 	// the writer drains ctrl first, so it is the first event the client sees.
 	c.send(ctrlMsg{ev: pipeline.Event{Type: pipeline.EventReady, Encoding: encoding, SampleRate: outRate, FrameMs: FrameMs}})
 	c.wg.Go(func() {
 		defer close(c.out)
-		c.runErr <- c.runSession(sess)
+		c.runErr <- runSession(c.ctx, sess, c.in, c.out, c.log)
 	})
-}
-
-// runSession runs the session (a panic becomes an error).
-func (c *conn) runSession(sess *pipeline.Session) error {
-	return runSessionSafe(c.ctx, sess, c.in, c.out, c.log)
 }
 
 func (c *conn) handleAudio(data []byte) {
@@ -324,29 +225,17 @@ func (c *conn) handleAudio(data []byte) {
 		c.reject(pipeline.CodeNotStarted, "audio before start", 0)
 		return
 	}
-	var pcm []int16
-	switch c.encoding {
-	case EncodingOpus:
-		n, err := c.opusDec.Decode(data, c.opusPCM)
-		if err != nil {
-			c.reject(pipeline.CodeBadAudio, "undecodable opus packet: "+err.Error(), 0)
-			return
-		}
-		pcm = make([]int16, n) // ownership passes to the session
-		copy(pcm, c.opusPCM[:n])
-	default:
-		if len(data) == 0 || len(data)%2 != 0 {
-			c.reject(pipeline.CodeBadAudio, fmt.Sprintf("pcm16 frame of %d bytes (want an even, non-zero length)", len(data)), 0)
-			return
-		}
-		pcm = make([]int16, len(data)/2) // ownership passes to the session
-		decodePCM16(pcm, data)
-	}
-	select {
-	case c.in <- pipeline.Input{Audio: pcm}:
-	default:
+	queued, p := c.uplink.Write(data)
+	switch {
+	case p != nil:
+		c.rejectProblem(p, 0)
+	case !queued:
 		c.srv.metrics.FrameDropped(reasonInputFull)
 	}
+}
+
+func (c *conn) rejectProblem(p *voice.Problem, closeCode int) {
+	c.reject(p.Code, p.Message, closeCode)
 }
 
 // reject reports a client error as an error event and counts it; with a
@@ -425,25 +314,23 @@ type writer struct {
 	encoding  string
 	rate      int
 	announced bool // an audio event went out before the binary frames
-	opusEnc   *audio.OpusEncoder
-	packet    []byte
-	pcmBytes  []byte
+	down      *voice.Downlink
 }
 
 // control writes an event from the reader; false ends the writer.
 func (w *writer) control(m ctrlMsg) bool {
 	if m.ev.Type == pipeline.EventReady {
 		w.encoding, w.rate = m.ev.Encoding, m.ev.SampleRate
+		w.down = voice.NewPCMDownlink()
 		if w.encoding == EncodingOpus {
-			enc, err := audio.NewOpusEncoder(w.rate, w.conn.srv.cfg.OpusBitrate)
+			down, err := voice.NewOpusDownlink(w.rate, w.conn.srv.cfg.OpusBitrate, FrameMs)
 			if err != nil {
 				w.conn.log.Error().Err(err).Msg("opus encoder")
 				_ = w.event(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
 				w.close(websocket.CloseInternalServerErr, "opus encoder")
 				return false
 			}
-			w.opusEnc = enc
-			w.packet = make([]byte, audio.MaxOpusPacket)
+			w.down = down
 		}
 	}
 	if err := w.event(m.ev); err != nil {
@@ -474,21 +361,11 @@ func (w *writer) output(o pipeline.Output) bool {
 		}
 		w.announced = true
 	}
-	var payload []byte
-	if w.opusEnc != nil {
-		n, err := w.opusEnc.Encode(o.Audio, w.packet)
-		if err != nil {
-			w.conn.srv.metrics.FrameDropped("opus_encode")
-			w.conn.log.Debug().Err(err).Int("samples", len(o.Audio)).Msg("opus encode")
-			return true
-		}
-		payload = w.packet[:n]
-	} else {
-		if cap(w.pcmBytes) < 2*len(o.Audio) {
-			w.pcmBytes = make([]byte, 2*len(o.Audio))
-		}
-		payload = w.pcmBytes[:2*len(o.Audio)]
-		encodePCM16(payload, o.Audio)
+	payload, err := w.down.Write(o.Audio)
+	if err != nil {
+		w.conn.srv.metrics.FrameDropped(reasonOpusEncode)
+		w.conn.log.Debug().Err(err).Int("samples", len(o.Audio)).Msg("opus encode")
+		return true
 	}
 	c := w.conn
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
@@ -533,20 +410,4 @@ func (w *writer) close(code int, text string) {
 	c := w.conn
 	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text),
 		time.Now().Add(c.srv.cfg.WriteTimeout))
-}
-
-// decodePCM16 converts little-endian PCM16 bytes to samples;
-// len(src) == 2*len(dst).
-func decodePCM16(dst []int16, src []byte) {
-	for i := range dst {
-		dst[i] = int16(binary.LittleEndian.Uint16(src[2*i:]))
-	}
-}
-
-// encodePCM16 converts samples to little-endian PCM16 bytes;
-// len(dst) == 2*len(src).
-func encodePCM16(dst []byte, src []int16) {
-	for i, s := range src {
-		binary.LittleEndian.PutUint16(dst[2*i:], uint16(s))
-	}
 }
