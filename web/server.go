@@ -79,6 +79,7 @@ type Server struct {
 	rtcs     map[*rtcSession]struct{}
 	reserved int // slots taken, including upgrades in progress
 	closing  bool
+	draining bool // Drain: new sessions refused, running ones go on
 }
 
 // New returns a Server running sessions on be. be's members must be safe for
@@ -193,7 +194,7 @@ func (s *Server) reserve() (reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
-	case s.closing:
+	case s.closing || s.draining:
 		return reasonShuttingDown
 	case s.reserved >= s.cfg.MaxSessions:
 		return reasonFull
@@ -291,12 +292,48 @@ func (s *Server) upgradeError(w http.ResponseWriter, _ *http.Request, status int
 }
 
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	status, code := "ok", http.StatusOK
+	if s.draining || s.closing {
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(struct {
 		Status         string `json:"status"`
 		ActiveSessions int    `json:"active_sessions"`
 		MaxSessions    int    `json:"max_sessions"`
-	}{"ok", s.ActiveSessions(), s.cfg.MaxSessions})
+	}{status, s.ActiveSessions(), s.cfg.MaxSessions})
+}
+
+// Drain refuses new sessions (HTTP 503, as during Shutdown) and makes
+// /healthz answer 503 "draining" so a load balancer sends no more; running
+// sessions go on. WaitIdle then waits for them to end.
+func (s *Server) Drain() {
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+}
+
+// WaitIdle returns nil once no session is running (nor being set up), or
+// ctx's error when it ends first.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		n := s.reserved
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
 }
 
 // writeJSONError answers a plain HTTP request with the same shape as a

@@ -21,10 +21,11 @@ import (
 
 const (
 	defaultConfigPath = "configs/default.yaml"
-	// shutdownTimeout bounds the graceful stop; sessions still running
-	// after it are cut.
-	shutdownTimeout = 10 * time.Second
 )
+
+// shutdownTimeout bounds the graceful stop (after any drain): requests and
+// sessions still running after it are cut. A variable for tests.
+var shutdownTimeout = 10 * time.Second
 
 // onListening, when set (by tests), is told the bound address.
 var onListening func(net.Addr)
@@ -132,7 +133,10 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	reqCtx, cancelRequests := context.WithCancelCause(context.Background())
+	defer cancelRequests(nil)
 	httpSrv := &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
 		Addr:              cfg.Server.Addr,
 		Handler:           ws.Handler(),
 		ReadHeaderTimeout: cfg.Server.Limits.HeaderTimeout,
@@ -159,17 +163,12 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	case <-ctx.Done():
 	}
 	log.Info().Msg("stopping: finishing requests and closing sessions")
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer cancel()
-	// http.Server.Shutdown waits for plain requests only; WebSockets are
-	// hijacked, so web.Server.Shutdown cancels and closes them itself.
-	httpErr := httpSrv.Shutdown(sctx)
-	wsErr := ws.Shutdown(sctx)
+	stopErr := shutdown(httpSrv, ws, cancelRequests, cfg.Server.DrainTimeout, log)
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn().Err(err).Msg("http server")
 	}
-	if err := errors.Join(httpErr, wsErr); err != nil {
-		log.Warn().Err(err).Msg("unclean stop")
+	if stopErr != nil {
+		log.Warn().Err(stopErr).Msg("unclean stop")
 	}
 	log.Info().Msg("stopped")
 	return nil

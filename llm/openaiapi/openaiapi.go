@@ -389,7 +389,10 @@ func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-c
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			if e := cutError(ctx); e != nil {
+				writeError(w, e)
+			}
+			return nil, context.Cause(ctx)
 		case tok, ok := <-tokens:
 			if !ok {
 				writeError(w, serverError("The model ended the stream without finishing."))
@@ -451,7 +454,10 @@ func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-cha
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			if e := cutError(ctx); e != nil {
+				_ = send(cw.errorEvent(e))
+			}
+			return nil, context.Cause(ctx)
 		case tok, ok := <-tokens:
 			if !ok {
 				_ = send(cw.errorEvent(serverError("The model ended the stream without finishing.")))
@@ -477,6 +483,17 @@ func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-cha
 			return tok.Usage, send(out)
 		}
 	}
+}
+
+// cutError is what a client still there is told when its request's
+// context ended for another reason than its own leaving (the server
+// shutting down, a deadline); nil when the client left.
+func cutError(ctx context.Context) *apiError {
+	cause := context.Cause(ctx)
+	if cause == nil || errors.Is(cause, context.Canceled) {
+		return nil
+	}
+	return &apiError{status: http.StatusServiceUnavailable, Message: "The request was cut: " + cause.Error() + ".", Type: "server_error"}
 }
 
 // chunkWriter builds chat.completion.chunk events. Content chunks are
