@@ -24,13 +24,19 @@ import (
 var (
 	asrBackends = map[string]func(c *config.Config) (asr.Recognizer, io.Closer, error){
 		"sphinx": newSphinx,
+		"volc":   newVolcASR,
+		"openai": newOpenAIASR,
 	}
 	llmBackends = map[string]func(c *config.Config) (llm.Model, io.Closer, error){
 		"engine": newEngine,
+		"openai": newOpenAILLM,
+		"ark":    newArk,
 	}
 	ttsBackends = map[string]func(c *config.Config) (tts.Synthesizer, io.Closer, error){
 		"flite":  newFlite,
 		"espeak": newEspeak,
+		"volc":   newVolcTTS,
+		"openai": newOpenAITTS,
 	}
 )
 

@@ -70,8 +70,8 @@ func TestLoadConfigErrors(t *testing.T) {
 		sets []string
 		want string
 	}{
-		{[]string{"asr.backend=volc"}, `flag --set asr.backend: asr.backend "volc": not built into this binary (known: sphinx)`},
-		{[]string{"tts.backend=say"}, `(known: espeak, flite)`},
+		{[]string{"asr.backend=kaldi"}, `flag --set asr.backend: asr.backend "kaldi": not built into this binary (known: openai, sphinx, volc)`},
+		{[]string{"tts.backend=say"}, `(known: espeak, flite, openai, volc)`},
 		{[]string{"pipeline.vad.end_silence_ms=5"}, "pipeline.vad.end_silence_ms: must be 100..10000 (got 5)"},
 		{[]string{"pipeline.nope=1"}, `no setting "pipeline.nope"`},
 		{[]string{"novalue"}, `want key=value`},
@@ -89,9 +89,9 @@ func TestLoadConfigErrors(t *testing.T) {
 
 func TestUnknownBackendRefusesToStart(t *testing.T) {
 	cfg := config.Default()
-	cfg.LLM.Backend = "ark"
+	cfg.LLM.Backend = "gemini"
 	_, _, err := openBackends(&cfg)
-	if !errors.Is(err, errBackend) || !strings.Contains(err.Error(), "known: engine") {
+	if !errors.Is(err, errBackend) || !strings.Contains(err.Error(), "known: ark, engine, openai") {
 		t.Fatalf("have %v, want errBackend listing engine", err)
 	}
 }

@@ -145,8 +145,10 @@ type VAD struct {
 
 // ASR selects the speech recogniser.
 type ASR struct {
-	Backend string `yaml:"backend"` // sphinx
-	Sphinx  Sphinx `yaml:"sphinx"`
+	Backend string    `yaml:"backend"` // sphinx|volc|openai
+	Sphinx  Sphinx    `yaml:"sphinx"`
+	Volc    VolcASR   `yaml:"volc"`   // remote.go
+	OpenAI  OpenAIASR `yaml:"openai"` // remote.go
 }
 
 // Sphinx configures asr/sphinx. Empty paths mean the Debian package's files.
@@ -162,8 +164,10 @@ type Sphinx struct {
 
 // LLM selects the language model.
 type LLM struct {
-	Backend string `yaml:"backend"` // engine
-	Engine  Engine `yaml:"engine"`
+	Backend string    `yaml:"backend"` // engine|openai|ark
+	Engine  Engine    `yaml:"engine"`
+	OpenAI  OpenAILLM `yaml:"openai"` // remote.go
+	Ark     Ark       `yaml:"ark"`    // remote.go
 }
 
 // Engine configures the in-process GGUF engine (llm/engine).
@@ -191,9 +195,11 @@ type Engine struct {
 
 // TTS selects the speech synthesiser.
 type TTS struct {
-	Backend string `yaml:"backend"` // flite|espeak
-	Flite   Flite  `yaml:"flite"`
-	Espeak  Espeak `yaml:"espeak"`
+	Backend string    `yaml:"backend"` // flite|espeak|volc|openai
+	Flite   Flite     `yaml:"flite"`
+	Espeak  Espeak    `yaml:"espeak"`
+	Volc    VolcTTS   `yaml:"volc"`   // remote.go
+	OpenAI  OpenAITTS `yaml:"openai"` // remote.go
 }
 
 // Flite configures tts/flite.
@@ -213,7 +219,7 @@ type Espeak struct {
 // Default returns the built-in configuration: offline engines, loopback
 // listener. configs/default.yaml spells out the same values with comments.
 func Default() Config {
-	return Config{
+	c := Config{
 		Server: Server{
 			Addr:           "127.0.0.1:8080",
 			MaxSessions:    16,
@@ -265,4 +271,6 @@ func Default() Config {
 			Espeak:  Espeak{Voice: "en-us", Rate: 175, Pitch: 50},
 		},
 	}
+	setRemoteDefaults(&c)
+	return c
 }

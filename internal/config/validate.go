@@ -118,6 +118,8 @@ func (c *Config) Validate() error {
 	v.intRange("tts.espeak.rate", c.TTS.Espeak.Rate, 80, 450)
 	v.intRange("tts.espeak.pitch", c.TTS.Espeak.Pitch, 0, 100)
 
+	v.remote() // remote.go
+
 	return errors.Join(v.errs...)
 }
 

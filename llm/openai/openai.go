@@ -344,7 +344,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, stream bool, emit fun
 	var timings *wireTimings
 	handle := func(ch *wireChunk) error {
 		if ch.Error != nil {
-			return errNoRetry{&Error{Where: c.where, Message: "error in stream: " + errText(ch.Error)}}
+			return errNoRetry{&Error{Where: c.where, Message: "error in stream: " + c.redact(errText(ch.Error))}}
 		}
 		if ch.Usage != nil {
 			usage.PromptTokens, usage.CompletionTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
@@ -529,6 +529,7 @@ func (c *Client) statusError(resp *http.Response) error {
 		line, _, _ := strings.Cut(strings.TrimSpace(string(raw)), "\n")
 		e.Message = strings.TrimSpace(http.StatusText(resp.StatusCode) + " " + line)
 	}
+	e.Message = c.redact(e.Message)
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		e.RetryAfter = retryAfter(resp.Header.Get("Retry-After"))
@@ -541,6 +542,15 @@ func (c *Client) statusError(resp *http.Response) error {
 	default:
 		return errNoRetry{e}
 	}
+}
+
+// redact hides the API key in a message from the server (some echo the
+// key they refused), so it never reaches a log line.
+func (c *Client) redact(msg string) string {
+	if k := c.cfg.APIKey; len(k) >= 4 {
+		msg = strings.ReplaceAll(msg, k, "[api key]")
+	}
+	return msg
 }
 
 func errText(we *wireError) string {
