@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/volcengine/volcengine-go-sdk/service/arkruntime"
@@ -234,6 +235,9 @@ func describe(err error) error {
 			return fmt.Errorf("ark: HTTP 429: %w", llm.ErrBusy)
 		}
 		return fmt.Errorf("ark: HTTP %d: %v", reqErr.HTTPStatusCode, reqErr.Err)
+	}
+	if strings.HasPrefix(err.Error(), "ark: ") {
+		return err
 	}
 	return fmt.Errorf("ark: %w", err)
 }

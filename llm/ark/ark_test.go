@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxpipe/voxpipe/internal/sessiontest"
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/pipeline"
 )
 
 // fakeArk speaks Ark's chat completions as the SDK expects them
@@ -23,12 +25,17 @@ type fakeArk struct {
 	key      string
 	words    []string
 	fault    string // "", "500", "429", "401", "instream", "drop", "stall"
+	once     bool // the fault hits the first request only
 	requests atomic.Int32
 	lastBody atomic.Value // map[string]any
 }
 
 func (f *fakeArk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.requests.Add(1)
+	n := f.requests.Add(1)
+	fault := f.fault
+	if f.once && n > 1 {
+		fault = ""
+	}
 	errBody := func(status int, code, msg string) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Client-Request-Id", r.Header.Get("X-Client-Request-Id"))
@@ -49,7 +56,7 @@ func (f *fakeArk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.lastBody.Store(body)
-	switch f.fault {
+	switch fault {
 	case "500":
 		errBody(500, "InternalServiceError", "boom")
 		return
@@ -73,7 +80,7 @@ func (f *fakeArk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for i, wd := range f.words {
 		if i == 1 {
-			switch f.fault {
+			switch fault {
 			case "instream":
 				event(`{"error":{"code":"ServerOverloaded","message":"try later","type":"t"}}`)
 				return
@@ -200,5 +207,31 @@ func TestCancelClosesStream(t *testing.T) {
 func TestNoKey(t *testing.T) {
 	if _, err := New(Config{Model: "ep-1"}); !errors.Is(err, ErrNoKey) || !strings.Contains(err.Error(), KeyEnv) {
 		t.Fatalf("New without a key: %v", err)
+	}
+}
+
+// TestPipelineFaultEndsOnlyTheTurn: each fault of the fake Ark ends the
+// turn with an error event naming Ark; the session's next turn is answered.
+func TestPipelineFaultEndsOnlyTheTurn(t *testing.T) {
+	for _, tc := range []struct{ fault, code, want string }{
+		{"500", "backend_error", "llm: ark: HTTP 500: InternalServiceError"},
+		{"429", "busy", ""},
+		{"instream", "backend_error", "llm: ark: error in stream: ServerOverloaded"},
+		{"drop", "backend_error", "llm: ark: connection closed before [DONE]"},
+		{"stall", "backend_error", "llm: ark: timed out waiting for the next token"},
+	} {
+		t.Run(tc.fault, func(t *testing.T) {
+			f, c := newFake(t, tc.fault)
+			f.once = true
+			s := sessiontest.Start(t, sessiontest.Config(), pipeline.Backends{ASR: sessiontest.ASR{Text: "hi"}, LLM: c, TTS: sessiontest.TTS{}})
+			tr := s.Utterance(false)
+			if len(tr.Errors) != 1 || tr.Errors[0].Code != tc.code || !strings.Contains(tr.Errors[0].Message, tc.want) || tr.Trace == nil {
+				t.Fatalf("faulty turn: %q, trace %v", tr.ErrorText(), tr.Trace)
+			}
+			tr = s.Utterance(false)
+			if len(tr.Errors) != 0 || tr.Answer != "Hello there." {
+				t.Fatalf("next turn: %+v", tr)
+			}
+		})
 	}
 }
