@@ -134,17 +134,17 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	s.log.Debug().Int("input_rate", s.cfg.InputRate).Int("output_rate", s.cfg.OutputRate).
 		Int("tts_rate", s.be.TTS.SampleRate()).Msg("session started")
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return ain.run(gctx, in, asrCmds, inputEvs) })
-	g.Go(func() error { return asrSt.run(gctx, asrCmds, asrEvs) })
-	g.Go(func() error {
+	g.Go(guard("audio_in", s.log, func() error { return ain.run(gctx, in, asrCmds, inputEvs) }))
+	g.Go(guard("asr", s.log, func() error { return asrSt.run(gctx, asrCmds, asrEvs) }))
+	g.Go(guard("turn", s.log, func() error {
 		return h.run(gctx, inputEvs, asrEvs, llmEvs, ttsFails, outReport, llmJobs, outCtls)
-	})
-	g.Go(func() error { return llmSt.run(gctx, llmJobs, ttsJobs, llmEvs) })
-	g.Go(func() error { return ttsSt.run(gctx, ttsJobs, ttsCalls, ttsPCM, ttsFails) })
-	g.Go(func() error { return fwd.run(gctx, ttsCalls, ttsPCM, paced) })
-	g.Go(func() error { return pc.run(gctx, paced, outCtls, out, outReport) })
+	}))
+	g.Go(guard("llm", s.log, func() error { return llmSt.run(gctx, llmJobs, ttsJobs, llmEvs) }))
+	g.Go(guard("tts", s.log, func() error { return ttsSt.run(gctx, ttsJobs, ttsCalls, ttsPCM, ttsFails) }))
+	g.Go(guard("tts_forward", s.log, func() error { return fwd.run(gctx, ttsCalls, ttsPCM, paced) }))
+	g.Go(guard("out", s.log, func() error { return pc.run(gctx, paced, outCtls, out, outReport) }))
 	if prefills != nil {
-		g.Go(func() error { return pf.run(gctx, prefills) })
+		g.Go(guard("prefill", s.log, func() error { return pf.run(gctx, prefills) }))
 	}
 	err := g.Wait()
 	switch {

@@ -44,7 +44,7 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 			if err := sendCtx(ctx, calls, ttsCall{kind: callBegin, job: job}); err != nil {
 				return err
 			}
-			err := s.synth.Synthesize(t.ctx, job.text, pcm)
+			_, err := safeCall("tts synthesize", s.log, func() (struct{}, error) { return struct{}{}, s.synth.Synthesize(t.ctx, job.text, pcm) })
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
