@@ -59,11 +59,13 @@ type Usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 	// CachedTokens is how many prompt tokens were reused from a cache.
 	CachedTokens int `json:"cached_tokens,omitempty"`
-	// Where a remote backend's time to the first token went (all zero for
-	// in-process engines): TTFTNetwork is connecting and sending the
-	// request, TTFTServer the rest (server work plus the answer's way
-	// back). TTFTQueue and TTFTCompute split TTFTServer when the server
-	// reports its timings (llama.cpp's "timings"); otherwise they are zero.
+	// Where a backend's time to the first token went. A remote backend:
+	// TTFTNetwork is connecting and sending the request, TTFTServer the
+	// rest (server work plus the answer's way back); TTFTQueue and
+	// TTFTCompute split TTFTServer when the server reports its timings
+	// (llama.cpp's "timings"), else they are zero. The in-process engine
+	// sets TTFTQueue (waiting for admission) and TTFTCompute (admission to
+	// the first token) only.
 	TTFTNetwork time.Duration `json:"-"`
 	TTFTServer  time.Duration `json:"-"`
 	TTFTQueue   time.Duration `json:"-"`

@@ -43,6 +43,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine/chat"
@@ -74,6 +75,8 @@ type Engine struct {
 	convs map[string]*sequence
 	clock uint64
 	batch batchState
+
+	gauges gauges // written by the scheduler, read by Stats
 }
 
 // sequence is one token sequence with its KV cache.
@@ -104,6 +107,10 @@ type request struct {
 	prompt    []int32
 	ignoreEOG bool
 	timing    *seqTiming
+
+	// The TTFT split (Usage.QueueTime, ComputeTime): set by Stream, by
+	// the scheduler at admission and at the first token.
+	enqueued, admitted, firstToken time.Time
 }
 
 // Open loads the model and starts the scheduler.
@@ -261,6 +268,7 @@ func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token,
 	if len(req.Messages) == 0 {
 		return nil, fmt.Errorf("%w: no messages", ErrEmptyPrompt)
 	}
+	called := time.Now()
 	if err := checkStops(req.Stop); err != nil {
 		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
@@ -269,7 +277,7 @@ func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
-	r := &request{ctx: ctx, req: req, prompt: prompt, out: make(chan llm.Token, maxTokens+3)}
+	r := &request{ctx: ctx, req: req, prompt: prompt, out: make(chan llm.Token, maxTokens+3), enqueued: called}
 	if err := e.enqueue(r); err != nil {
 		return nil, err
 	}
@@ -451,6 +459,7 @@ func (e *Engine) sequenceFor(key string) *sequence {
 			}
 		}
 		if oldest == nil || (len(e.convs) <= e.cfg.Conversations && total <= e.cfg.CacheBytes) {
+			e.gauges.kvBytes.Store(total)
 			return s
 		}
 		delete(e.convs, oldest.key)

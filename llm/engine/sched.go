@@ -96,6 +96,7 @@ func (e *Engine) schedule() {
 	b := &e.batch
 	for {
 		if len(b.active) == 0 {
+			e.gauges.batch.Store(0) // idle
 			select {
 			case <-e.quit:
 				e.shutdown()
@@ -170,6 +171,7 @@ func (e *Engine) admit(r *request) {
 		r.end(err)
 		return
 	}
+	r.admitted = time.Now()
 	g, err := e.newGeneration(r)
 	if err != nil {
 		r.end(err)
@@ -231,6 +233,7 @@ func (e *Engine) step() {
 		}
 	}
 	e.sweep()
+	defer e.noteStep(len(b.active))
 	if len(b.active) == 0 {
 		return
 	}
@@ -345,6 +348,9 @@ func (g *generation) commit(id int32) (end bool, err error) {
 		if t := g.r.timing; t != nil {
 			t.token(g.count)
 		}
+		if g.count == 1 {
+			g.r.firstToken = time.Now()
+		}
 		text, stopped := g.stop.push(g.stream.Add(id))
 		if text != "" && !g.r.send(llm.Token{Text: text}) {
 			return true, g.r.ctx.Err()
@@ -377,6 +383,7 @@ func (e *Engine) finish(g *generation) {
 	if g.seq.owner == g {
 		g.seq.owner = nil
 	}
+	defer e.noteKV()
 	if g.samp != nil {
 		e.batch.putSampler(g.samp)
 		g.samp = nil
@@ -399,7 +406,9 @@ func (e *Engine) finish(g *generation) {
 				r.out <- llm.Token{Text: text}
 			}
 		}
-		r.out <- llm.Token{Done: true, Usage: &llm.Usage{PromptTokens: len(g.prompt), CompletionTokens: g.count, CachedTokens: g.fed0}}
+		queue, compute := r.ttft()
+		r.out <- llm.Token{Done: true, Usage: &llm.Usage{PromptTokens: len(g.prompt), CompletionTokens: g.count, CachedTokens: g.fed0,
+			TTFTQueue: queue, TTFTCompute: compute}}
 		close(r.out)
 	}
 }
