@@ -2,6 +2,7 @@ package web
 
 import (
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,6 +27,14 @@ type Metrics struct {
 	framesDropped  *prometheus.CounterVec
 	framesRejected *prometheus.CounterVec
 	sessionsRej    *prometheus.CounterVec
+
+	// Capacity and observability (issue 12; see docs/performance.md).
+	intervals     *prometheus.HistogramVec // voxpipe_trace_interval_seconds{from,to}
+	ttft          *prometheus.HistogramVec // voxpipe_llm_ttft_seconds{part}
+	sessions      *prometheus.CounterVec   // voxpipe_sessions_total{transport}
+	interruptions prometheus.Counter
+	errors        *prometheus.CounterVec // voxpipe_errors_total{code}
+	tracers       []TurnTracer           // told of every turn with its session (OpenTelemetry)
 }
 
 var _ pipeline.Observer = (*Metrics)(nil)
@@ -40,7 +49,7 @@ var (
 		pipeline.CodeBadMessage, pipeline.CodeUnknownType, pipeline.CodeNotStarted,
 		pipeline.CodeBadAudio, pipeline.CodeBadFormat, pipeline.CodeTooLarge,
 	}
-	sessionRejectReasons = []string{reasonFull, reasonShuttingDown, reasonUpgrade}
+	sessionRejectReasons = []string{reasonFull, reasonShuttingDown, reasonUpgrade, reasonCapacity, reasonSlow}
 	dropReasons          = []string{reasonInputFull}
 )
 
@@ -103,6 +112,7 @@ func NewMetrics() *Metrics {
 		Name: "voxpipe_sessions_rejected_total",
 		Help: "WebSocket sessions refused before or at the upgrade, by reason.",
 	}, []string{"reason"})
+	m.registerCapacity()
 	m.registry.MustRegister(m.voiceToVoice, m.promptTokens, m.earlyTokens, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range rejectReasons {
@@ -139,6 +149,7 @@ func (m *Metrics) TurnTraced(tr pipeline.Trace) {
 		m.promptTokens.WithLabelValues("miss").Add(float64(tr.PromptTokens - tr.CachedTokens))
 	}
 	m.earlyTokens.Add(float64(tr.EarlyTokens))
+	m.traceCapacity(tr)
 	if tr.Interrupted {
 		m.turns.WithLabelValues("interrupted").Inc()
 	} else {
@@ -154,3 +165,136 @@ func (m *Metrics) FrameDropped(reason string) {
 func (m *Metrics) frameRejected(code string) { m.framesRejected.WithLabelValues(code).Inc() }
 
 func (m *Metrics) sessionRejected(reason string) { m.sessionsRej.WithLabelValues(reason).Inc() }
+
+// TurnTracer receives every traced turn with its session id (the
+// OpenTelemetry exporter implements it). It must not block.
+type TurnTracer interface {
+	TurnTraced(session string, tr pipeline.Trace)
+}
+
+// AddTurnTracer makes m pass every turn on to t. Call it before serving.
+func (m *Metrics) AddTurnTracer(t TurnTracer) { m.tracers = append(m.tracers, t) }
+
+// ttftParts are the labels of voxpipe_llm_ttft_seconds.
+var ttftParts = []string{"queue", "compute", "network"}
+
+func (m *Metrics) registerCapacity() {
+	m.intervals = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "voxpipe_trace_interval_seconds",
+		Help:    "Time between consecutive trace marks of a turn (from → to, in the trace's order), per turn.",
+		Buckets: latencyBuckets,
+	}, []string{"from", "to"})
+	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "voxpipe_llm_ttft_seconds",
+		Help:    "The LLM's time to first token (llm_first_token - llm_request) split: queue (waiting for admission), compute (admission to first token), network (the rest: transport and hand-over).",
+		Buckets: latencyBuckets,
+	}, []string{"part"})
+	m.sessions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voxpipe_sessions_total",
+		Help: "Voice sessions admitted, by transport.",
+	}, []string{"transport"})
+	m.interruptions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "voxpipe_interruptions_total",
+		Help: "Turns cut before their answer finished (barge-in or the client's interrupt).",
+	})
+	m.errors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voxpipe_errors_total",
+		Help: "Error events sent to voice clients, by code.",
+	}, []string{"code"})
+	m.registry.MustRegister(m.intervals, m.ttft, m.sessions, m.interruptions, m.errors)
+	for _, p := range ttftParts {
+		m.ttft.WithLabelValues(p)
+	}
+	for _, t := range []string{"ws", "rtc"} {
+		m.sessions.WithLabelValues(t)
+	}
+	for _, c := range []string{pipeline.CodeBusy, pipeline.CodeBackend, pipeline.CodeInternal, pipeline.CodeBadMessage, pipeline.CodeBadAudio} {
+		m.errors.WithLabelValues(c)
+	}
+}
+
+// traceCapacity records a turn's intervals and TTFT split.
+func (m *Metrics) traceCapacity(tr pipeline.Trace) {
+	prev, prevAt := "", time.Time{}
+	for _, mark := range pipeline.MarkOrder {
+		at, ok := tr.Marks[mark]
+		if !ok {
+			continue
+		}
+		if prev != "" && !at.Before(prevAt) {
+			m.intervals.WithLabelValues(prev, mark).Observe(at.Sub(prevAt).Seconds())
+		}
+		prev, prevAt = mark, at
+	}
+	if tr.Interrupted {
+		m.interruptions.Inc()
+	}
+	req, ok1 := tr.Marks[pipeline.MarkLLMRequest]
+	first, ok2 := tr.Marks[pipeline.MarkLLMFirstToken]
+	if !ok1 || !ok2 || tr.LLMCompute <= 0 {
+		return
+	}
+	network := first.Sub(req) - tr.LLMQueue - tr.LLMCompute
+	m.ttft.WithLabelValues("queue").Observe(tr.LLMQueue.Seconds())
+	m.ttft.WithLabelValues("compute").Observe(tr.LLMCompute.Seconds())
+	m.ttft.WithLabelValues("network").Observe(max(network, 0).Seconds())
+}
+
+// SessionStarted counts an admitted session of transport ("ws", "rtc", ...).
+func (m *Metrics) SessionStarted(transport string) { m.sessions.WithLabelValues(transport).Inc() }
+
+// ErrorSent counts an error event sent to a voice client.
+func (m *Metrics) ErrorSent(code string) { m.errors.WithLabelValues(code).Inc() }
+
+// ForSession returns the Observer for one session: inner (the
+// transport's observer, which records the metrics), plus the turn tracers
+// told the session's id.
+func (m *Metrics) ForSession(id string, inner pipeline.Observer) pipeline.Observer {
+	if len(m.tracers) == 0 {
+		return inner
+	}
+	return sessionObserver{Observer: inner, tracers: m.tracers, id: id}
+}
+
+type sessionObserver struct {
+	pipeline.Observer
+	tracers []TurnTracer
+	id      string
+}
+
+func (o sessionObserver) TurnTraced(tr pipeline.Trace) {
+	o.Observer.TurnTraced(tr)
+	for _, t := range o.tracers {
+		t.TurnTraced(o.id, tr)
+	}
+}
+
+// EngineStats is what the in-process LLM engine reports for its gauges.
+type EngineStats struct {
+	Batch, Queued         int
+	KVBytes               int64
+	SpecDrafted, SpecKept int
+}
+
+// WatchEngine registers the engine gauges, read from stats at each scrape.
+func (m *Metrics) WatchEngine(stats func() EngineStats) {
+	gauge := func(name, help string, v func(EngineStats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(stats()) })
+	}
+	counter := func(name, help string, v func(EngineStats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return v(stats()) })
+	}
+	m.registry.MustRegister(
+		gauge("voxpipe_llm_batch_size", "Generations in the engine's last forward pass (0 when idle).", func(s EngineStats) float64 { return float64(s.Batch) }),
+		gauge("voxpipe_llm_queue_depth", "Requests waiting for the engine to admit them.", func(s EngineStats) float64 { return float64(s.Queued) }),
+		gauge("voxpipe_llm_kv_bytes", "Memory held by the engine's kept conversations' KV caches.", func(s EngineStats) float64 { return float64(s.KVBytes) }),
+		counter("voxpipe_llm_spec_drafted_tokens_total", "Tokens proposed by speculative decoding.", func(s EngineStats) float64 { return float64(s.SpecDrafted) }),
+		counter("voxpipe_llm_spec_accepted_tokens_total", "Proposed tokens the target model kept.", func(s EngineStats) float64 { return float64(s.SpecKept) }),
+		gauge("voxpipe_llm_spec_acceptance_ratio", "Accepted / drafted tokens since the engine opened (0 before any).", func(s EngineStats) float64 {
+			if s.SpecDrafted == 0 {
+				return 0
+			}
+			return float64(s.SpecKept) / float64(s.SpecDrafted)
+		}),
+	)
+}

@@ -285,7 +285,7 @@ func (rs *rtcSession) serve() {
 
 	cfg := rs.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = rtcRate, rtcRate
-	sess, p := voice.Start(rs.id, cfg, rs.srv.backends, rs.srv.observer(transportWebRTC), rs.sessLog)
+	sess, p := voice.Start(rs.id, cfg, rs.srv.backends, rs.srv.metrics.ForSession(rs.id, rs.srv.observer(transportWebRTC)), rs.sessLog)
 	if p != nil {
 		rs.log.Error().Str("code", p.Code).Str("reason", p.Message).Msg("rtc session")
 		rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: p.Message})
@@ -415,6 +415,9 @@ func (rs *rtcSession) reject(code, msg string) {
 
 // sendEvent writes one event on the data channel (pion serialises sends).
 func (rs *rtcSession) sendEvent(ev pipeline.Event) bool {
+	if ev.Type == pipeline.EventError {
+		rs.srv.metrics.ErrorSent(ev.Code)
+	}
 	rs.mu.Lock()
 	dc := rs.events
 	rs.mu.Unlock()

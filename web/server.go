@@ -46,6 +46,9 @@ type Config struct {
 	// RTC configures the WebRTC transport (POST /rtc/offer); its sessions
 	// count against MaxSessions with the WebSocket ones.
 	RTC RTCConfig
+	// Admission refuses sessions the server could not serve in time
+	// (admission.go); the zero value admits up to MaxSessions.
+	Admission AdmissionConfig
 }
 
 const (
@@ -65,6 +68,7 @@ type Server struct {
 	upgrader         websocket.Upgrader
 	rtcAPI           *webrtc.API
 	mux              *http.ServeMux
+	adm              *admission
 
 	// baseCtx parents every connection's context; cancelled by Shutdown.
 	baseCtx    context.Context
@@ -119,6 +123,7 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 	}
 	s.rtcAPI = rtcAPI
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
+	s.startAdmission(log)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   4096,
@@ -199,6 +204,9 @@ func (s *Server) reserve() (reason string) {
 	case s.reserved >= s.cfg.MaxSessions:
 		return reasonFull
 	}
+	if reason := s.adm.refuse(s.reserved); reason != "" {
+		return reason
+	}
 	s.reserved++
 	s.handlers.Add(1)
 	return ""
@@ -226,6 +234,7 @@ func (s *Server) track(c *conn, live bool) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.metrics.SessionStarted("ws")
 	s.metrics.activeSessions.Set(float64(s.activeLocked()))
 	return true
 }
@@ -243,6 +252,7 @@ func (s *Server) trackRTC(rs *rtcSession, live bool) bool {
 			return false
 		}
 		s.rtcs[rs] = struct{}{}
+		s.metrics.SessionStarted("rtc")
 	}
 	s.metrics.activeSessions.Set(float64(s.activeLocked()))
 	return true
@@ -278,10 +288,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) {
 // rejectBusy answers a session request refused by reserve with HTTP 503.
 func (s *Server) rejectBusy(w http.ResponseWriter, reason string) {
 	s.metrics.sessionRejected(reason)
-	msg := fmt.Sprintf("server full: %d sessions running", s.cfg.MaxSessions)
-	if reason == reasonShuttingDown {
-		msg = "server shutting down"
-	}
+	msg := refusalMessage(reason, s.cfg.MaxSessions)
 	w.Header().Set("Retry-After", "1")
 	writeJSONError(w, http.StatusServiceUnavailable, pipeline.CodeBusy, msg)
 }
@@ -304,7 +311,7 @@ func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 		Status         string `json:"status"`
 		ActiveSessions int    `json:"active_sessions"`
 		MaxSessions    int    `json:"max_sessions"`
-	}{status, s.ActiveSessions(), s.cfg.MaxSessions})
+	}{status, s.ActiveSessions(), s.adm.Limit()})
 }
 
 // Drain refuses new sessions (HTTP 503, as during Shutdown) and makes

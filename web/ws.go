@@ -201,7 +201,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	cfg := c.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = msg.SampleRate, outRate
 	log := c.sessLog.With().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Logger()
-	sess, p := voice.Start(c.id, cfg, c.srv.backends, c.srv.observer(transportWS), log)
+	sess, p := voice.Start(c.id, cfg, c.srv.backends, c.srv.metrics.ForSession(c.id, c.srv.observer(transportWS)), log)
 	if p != nil {
 		c.rejectProblem(p, 0)
 		return
@@ -382,6 +382,9 @@ func (w *writer) fillAudio(ev *pipeline.Event) {
 
 func (w *writer) event(ev pipeline.Event) error {
 	c := w.conn
+	if ev.Type == pipeline.EventError {
+		c.srv.metrics.ErrorSent(ev.Code)
+	}
 	_ = c.ws.SetWriteDeadline(time.Now().Add(c.srv.cfg.WriteTimeout))
 	if err := c.ws.WriteJSON(ev); err != nil {
 		c.log.Debug().Err(err).Str("event", ev.Type).Msg("websocket write failed")

@@ -122,8 +122,10 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		Bool("early_start", prefiller != nil).Dur("load", time.Since(started)).Msg("backends ready")
 
 	id := modelID(cfg)
+	maxSessions, admission := sessionLimits(cfg)
 	ws, err := web.New(web.Config{
-		MaxSessions:   cfg.Server.MaxSessions,
+		MaxSessions:   maxSessions,
+		Admission:     admission,
 		MaxFrameBytes: cfg.Server.MaxFrameBytes,
 		IdleTimeout:   cfg.Server.IdleTimeout,
 		RTC:           rtcConfig(cfg.Server.RTC),
@@ -133,6 +135,12 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	stopObserving, err := observe(cfg, be, ws, log)
+	if err != nil {
+		_ = ws.Shutdown(context.Background())
+		return err
+	}
+	defer stopObserving(context.Background())
 	reqCtx, cancelRequests := context.WithCancelCause(context.Background())
 	defer cancelRequests(nil)
 	httpSrv := &http.Server{

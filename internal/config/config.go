@@ -21,6 +21,8 @@ type Config struct {
 	ASR      ASR      `yaml:"asr"`
 	LLM      LLM      `yaml:"llm"`
 	TTS      TTS      `yaml:"tts"`
+	// Telemetry: OpenTelemetry export (capacity.go).
+	Telemetry Telemetry `yaml:"telemetry"`
 
 	// origins maps a dotted key to where its value came from
 	// ("configs/x.yaml: line 12", "flag --addr"); keys absent are defaults.
@@ -29,9 +31,9 @@ type Config struct {
 
 // Server is the HTTP / WebSocket listener.
 type Server struct {
-	Addr          string `yaml:"addr"`            // host:port
-	MaxSessions   int    `yaml:"max_sessions"`    // concurrent voice sessions; more get HTTP 503
-	MaxFrameBytes int    `yaml:"max_frame_bytes"` // largest WebSocket message accepted
+	Addr          string       `yaml:"addr"`            // host:port
+	MaxSessions   SessionLimit `yaml:"max_sessions"`    // concurrent voice sessions, or auto; more get HTTP 503
+	MaxFrameBytes int          `yaml:"max_frame_bytes"` // largest WebSocket message accepted
 	// ReadTimeout bounds reading an HTTP request's headers and body.
 	ReadTimeout time.Duration `yaml:"read_timeout"`
 	// IdleTimeout closes a WebSocket that sent nothing (not even a pong)
@@ -53,6 +55,9 @@ type Server struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	Limits       Limits        `yaml:"limits"`
 	API          APILimits     `yaml:"api"`
+	// Admission and the admin listener (capacity.go).
+	Admission Admission `yaml:"admission"`
+	AdminAddr string    `yaml:"admin_addr"` // /debug/pprof; empty = off
 }
 
 // Auth configures API keys for /ws, /rtc/offer, /v1 and the token endpoint.
@@ -231,8 +236,10 @@ func Default() Config {
 			AllowedOrigins: []string{},
 			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second},
 			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
+			Admission:      Admission{TargetUtilization: 0.8, SessionCPU: 0.25, MaxV2VMs: 0},
 		},
-		Log: Log{Level: "info", Format: "auto"},
+		Telemetry: Telemetry{ServiceName: "voxpipe"},
+		Log:       Log{Level: "info", Format: "auto"},
 		Pipeline: Pipeline{
 			VAD:                   VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10},
 			BargeIn:               true,

@@ -224,3 +224,32 @@ func TestEarlyStartWords(t *testing.T) {
 		}
 	}
 }
+
+func TestMaxSessionsAutoAndAdmission(t *testing.T) {
+	c, err := Parse([]byte("server:\n  max_sessions: auto\n  admission:\n    max_v2v_ms: 1500\n  admin_addr: 127.0.0.1:6060\ntelemetry:\n  otlp_endpoint: http://127.0.0.1:4318\n"), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.MaxSessions != SessionsAuto || c.Server.Admission.MaxV2VMs != 1500 || c.Server.Admission.TargetUtilization != 0.8 {
+		t.Errorf("have %+v", c.Server)
+	}
+	if err := c.Set("server.max_sessions", "8", "flag"); err != nil || c.Server.MaxSessions != 8 {
+		t.Errorf("set 8: %v, %v", err, c.Server.MaxSessions)
+	}
+	for key, value := range map[string]string{
+		"server.max_sessions": "many", "server.admission.target_utilization": "2",
+		"server.admin_addr": "6060", "telemetry.otlp_endpoint": "grpc://x:4317",
+	} {
+		c, _ := Parse(nil, "f.yaml")
+		err := c.Set(key, value, "flag")
+		if err == nil {
+			err = c.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s=%s: have %v, want an error naming the key", key, value, err)
+		}
+	}
+}

@@ -27,7 +27,7 @@ func (c *Config) Validate() error {
 	} else if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
 		v.fail("server.addr", "port must be 0..65535 (got %q)", port)
 	}
-	v.intRange("server.max_sessions", s.MaxSessions, 1, 100000)
+	v.capacity() // server.max_sessions, server.admission, server.admin_addr, telemetry
 	v.intRange("server.max_frame_bytes", s.MaxFrameBytes, 1024, 16<<20)
 	v.durRange("server.read_timeout", s.ReadTimeout, time.Second, time.Hour)
 	v.durRange("server.idle_timeout", s.IdleTimeout, time.Second, time.Hour)
