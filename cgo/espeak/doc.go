@@ -8,12 +8,11 @@
 // serialises every call with one process-wide lock; each synthesis sets
 // its voice, rate and pitch inside the lock, since another Speaker may have
 // changed them. espeak runs at ~0.001 of real time, so one sentence holds
-// the lock for a few milliseconds.
+// the lock for a few milliseconds. The EmitFunc runs inside the lock, so it
+// must never block (tts/stream queues the chunks and sends them after).
 //
 // Without cgo the package builds, and every constructor returns ErrNoCgo.
 package espeak
-
-import "github.com/voxpipe/voxpipe/tts"
 
 // SampleRate is espeak-ng's output rate.
 const SampleRate = 22050
@@ -31,14 +30,19 @@ type Options struct {
 	Pitch int // base pitch 0..100 (50 is espeak's normal)
 }
 
-// EmitFunc receives the audio of one synthesis in order. pcm is freshly
-// allocated for each call, so the receiver may keep it. words lists the
-// words whose audio ends inside pcm, with EndSample counted from the start
-// of the synthesis. A non-nil error stops the synthesis; Synthesize returns
-// it.
-//
-// Each chunk is handed over when the engine produces the next one (or
-// finishes), so that words the engine closes in a trailing empty callback
-// still land in a chunk that carries audio. That costs one chunk of engine
-// time: under 1 ms for flite's clustergen voices, ~0.05 ms for espeak.
-type EmitFunc func(pcm []int16, words []tts.WordMark) error
+// WordMark says that the text up to byte TextEnd has been spoken once
+// EndSample samples of the synthesis have played.
+type WordMark struct {
+	TextEnd   int
+	EndSample int
+}
+
+// EmitFunc receives the audio of one synthesis in order, as espeak produces
+// it. pcm is freshly allocated for each call, so the receiver may keep it;
+// it is empty when espeak closes words without audio. words lists the words
+// whose audio ended by the end of pcm and were not reported before, with
+// EndSample counted from the start of the synthesis (a word may end in an
+// earlier call's pcm: espeak closes a word when the next one starts). It
+// runs while the engine lock is held and must not block. A non-nil error
+// stops the synthesis; Synthesize returns it.
+type EmitFunc func(pcm []int16, words []WordMark) error

@@ -11,6 +11,8 @@ var (
 	ErrClosed = errors.New("espeak: speaker closed")
 	// ErrOptions is returned for a rate or pitch out of range.
 	ErrOptions = errors.New("espeak: option out of range")
+	// ErrVoice is returned by New for an empty or unknown voice.
+	ErrVoice = errors.New("espeak: unknown voice")
 	// ErrSynth is returned when espeak-ng itself fails.
 	ErrSynth = errors.New("espeak: synthesis failed")
 )

@@ -15,8 +15,6 @@ import (
 	"runtime/cgo"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/voxpipe/voxpipe/tts"
 )
 
 var (
@@ -39,10 +37,10 @@ type Speaker struct {
 
 // New checks that espeak-ng starts and knows voice ("en-us", "cmn", "de",
 // variants such as "en-us+f3"). An unknown voice gives an error wrapping
-// tts.ErrVoice.
+// ErrVoice.
 func New(voice string) (*Speaker, error) {
 	if voice == "" {
-		return nil, fmt.Errorf("espeak: empty voice name: %w", tts.ErrVoice)
+		return nil, fmt.Errorf("espeak: empty voice name: %w", ErrVoice)
 	}
 	engine <- struct{}{}
 	defer func() { <-engine }()
@@ -83,7 +81,7 @@ func setVoiceLocked(voice string) error {
 		curVoice = voice
 		return nil
 	case C.EE_NOT_FOUND:
-		return fmt.Errorf("espeak: voice %q not found (list them with espeak-ng --voices): %w", voice, tts.ErrVoice)
+		return fmt.Errorf("espeak: voice %q not found (list them with espeak-ng --voices): %w", voice, ErrVoice)
 	default:
 		return fmt.Errorf("espeak: set voice %q: status %d: %w", voice, int(rc), ErrSynth)
 	}
@@ -113,18 +111,12 @@ type call struct {
 	err   error
 	total int // samples received so far
 	words wordTracker
-
-	// The latest chunk is held back until the next one arrives, so that a
-	// word closed by an event in a later, empty callback still lands in a
-	// chunk that carries audio.
-	held      []int16
-	heldWords []tts.WordMark
-	carry     []tts.WordMark // words closed before any audio
 }
 
 // Synthesize speaks text, calling emit with each chunk as espeak produces
 // it. It returns when the text is spoken, when ctx is done (ctx.Err()), or
-// with emit's error. Calls from all goroutines are serialised.
+// with emit's error. Calls from all goroutines are serialised; emit runs
+// inside the engine lock.
 func (s *Speaker) Synthesize(ctx context.Context, text string, opts Options, emit EmitFunc) error {
 	if s.closed.Load() {
 		return ErrClosed
@@ -180,10 +172,7 @@ func (s *Speaker) Synthesize(ctx context.Context, text string, opts Options, emi
 		return fmt.Errorf("espeak: voice %s: status %d: %w", s.voice, int(rc), ErrSynth)
 	}
 	if m, ok := c.words.close(c.total); ok {
-		c.heldWords = append(c.heldWords, m)
-	}
-	if c.held != nil {
-		return emit(c.held, c.heldWords)
+		return emit(nil, []WordMark{m})
 	}
 	return nil
 }
@@ -202,14 +191,13 @@ func goEspeakChunk(handle C.uintptr_t, wav *C.short, n C.int, events *C.espeak_E
 		c.err = err
 		return abort
 	}
-	start := c.total
 	c.total += int(n)
-	var words []tts.WordMark
+	var words []WordMark
 	if nev > 0 {
 		for _, ev := range unsafe.Slice(events, int(nev)) {
 			// audio_position is in ms from the start of this text.
 			sample := min(int(ev.audio_position)*SampleRate/1000, c.total)
-			var m tts.WordMark
+			var m WordMark
 			ok := false
 			switch ev._type {
 			case C.espeakEVENT_WORD:
@@ -227,34 +215,18 @@ func goEspeakChunk(handle C.uintptr_t, wav *C.short, n C.int, events *C.espeak_E
 			words = append(words, m)
 		}
 	}
-
-	if n <= 0 {
-		// No audio: the words close inside the chunk already held.
-		if c.held != nil {
-			c.heldWords = append(c.heldWords, words...)
-		} else {
-			c.carry = append(c.carry, words...)
-		}
+	var pcm []int16
+	if n > 0 {
+		pcm = make([]int16, int(n))
+		copy(pcm, unsafe.Slice((*int16)(unsafe.Pointer(wav)), int(n)))
+	}
+	if n <= 0 && len(words) == 0 {
 		return cont
 	}
-	pcm := make([]int16, int(n))
-	copy(pcm, unsafe.Slice((*int16)(unsafe.Pointer(wav)), int(n)))
-
-	// Words ending at or before this chunk's start belong to the held one.
-	split := 0
-	for split < len(words) && words[split].EndSample <= start {
-		split++
+	if err := c.emit(pcm, words); err != nil {
+		c.err = err
+		return abort
 	}
-	forNew := words
-	if c.held != nil {
-		if err := c.emit(c.held, append(c.heldWords, words[:split]...)); err != nil {
-			c.err = err
-			return abort
-		}
-		forNew = words[split:]
-	}
-	// carry is only non-empty before the first audio, which takes it along.
-	c.held, c.heldWords, c.carry = pcm, append(c.carry, forNew...), nil
 	return cont
 }
 

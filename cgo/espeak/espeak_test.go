@@ -9,16 +9,14 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/voxpipe/voxpipe/tts"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestNewUnknownVoice(t *testing.T) {
 	for _, voice := range []string{"", "xx-nowhere"} {
-		if _, err := New(voice); !errors.Is(err, tts.ErrVoice) {
-			t.Errorf("New(%q) = %v, want tts.ErrVoice", voice, err)
+		if _, err := New(voice); !errors.Is(err, ErrVoice) {
+			t.Errorf("New(%q) = %v, want ErrVoice", voice, err)
 		}
 	}
 	// A failed switch must not leave the engine without a voice.
@@ -26,7 +24,7 @@ func TestNewUnknownVoice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sp.Synthesize(context.Background(), "Still fine.", Options{}, func([]int16, []tts.WordMark) error { return nil }); err != nil {
+	if err := sp.Synthesize(context.Background(), "Still fine.", Options{}, func([]int16, []WordMark) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -54,7 +52,7 @@ func TestAbortThenSpeak(t *testing.T) {
 	errStop := errors.New("stop here")
 	calls := 0
 	long := strings.Repeat("A long text that will not be finished. ", 30)
-	err = sp.Synthesize(context.Background(), long, Options{}, func([]int16, []tts.WordMark) error {
+	err = sp.Synthesize(context.Background(), long, Options{}, func([]int16, []WordMark) error {
 		calls++
 		if calls == 3 {
 			return errStop
@@ -65,8 +63,8 @@ func TestAbortThenSpeak(t *testing.T) {
 		t.Fatalf("Synthesize = %v after %d chunks, want errStop after 3", err, calls)
 	}
 	samples := 0
-	var marks []tts.WordMark
-	err = sp.Synthesize(context.Background(), "Three more words.", Options{}, func(pcm []int16, words []tts.WordMark) error {
+	var marks []WordMark
+	err = sp.Synthesize(context.Background(), "Three more words.", Options{}, func(pcm []int16, words []WordMark) error {
 		samples += len(pcm)
 		marks = append(marks, words...)
 		return nil

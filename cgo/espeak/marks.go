@@ -3,11 +3,9 @@ package espeak
 import (
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/voxpipe/voxpipe/tts"
 )
 
-// wordTracker turns espeak's word-start events into tts.WordMarks: a word
+// wordTracker turns espeak's word-start events into WordMarks: a word
 // ends where the next one starts, at a clause end, or at the end of the
 // text. espeak reports several words for one token ("1234" is spoken as
 // "one thousand ..."), all pointing into the token; they merge into one mark
@@ -59,11 +57,11 @@ func (t *wordTracker) textEnd(textPos, length int) int {
 
 // word records the start of a word at sample; the word before it, if any,
 // ends there.
-func (t *wordTracker) word(textPos, length, sample int) (tts.WordMark, bool) {
+func (t *wordTracker) word(textPos, length, sample int) (WordMark, bool) {
 	end := t.textEnd(textPos, length)
 	if t.pendingEnd >= 0 {
 		if end <= t.pendingEnd {
-			return tts.WordMark{}, false // another word of the same token
+			return WordMark{}, false // another word of the same token
 		}
 		// espeak speaks some unstressed words together with the one before
 		// ("for a walk" reports "for" and "walk"), so the word ending here
@@ -76,7 +74,7 @@ func (t *wordTracker) word(textPos, length, sample int) (tts.WordMark, bool) {
 	if end > t.lastText {
 		t.pendingEnd = end
 	}
-	return tts.WordMark{}, false
+	return WordMark{}, false
 }
 
 // wordEndBefore returns the offset just after the last letter or digit
@@ -93,11 +91,11 @@ func (t *wordTracker) wordEndBefore(at int) int {
 }
 
 // close ends the word being spoken at sample.
-func (t *wordTracker) close(sample int) (tts.WordMark, bool) {
+func (t *wordTracker) close(sample int) (WordMark, bool) {
 	if t.pendingEnd < 0 {
-		return tts.WordMark{}, false
+		return WordMark{}, false
 	}
-	m := tts.WordMark{TextEnd: t.pendingEnd, EndSample: max(sample, t.lastEnd)}
+	m := WordMark{TextEnd: t.pendingEnd, EndSample: max(sample, t.lastEnd)}
 	t.lastText, t.lastEnd, t.pendingEnd = m.TextEnd, m.EndSample, -1
 	return m, true
 }

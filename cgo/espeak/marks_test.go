@@ -2,8 +2,6 @@ package espeak
 
 import (
 	"testing"
-
-	"github.com/voxpipe/voxpipe/tts"
 )
 
 // event is one espeak event as the tracker sees it.
@@ -13,11 +11,11 @@ type event struct {
 	sample          int
 }
 
-func track(text string, events []event, total int) []tts.WordMark {
+func track(text string, events []event, total int) []WordMark {
 	tr := newWordTracker(text)
-	var marks []tts.WordMark
+	var marks []WordMark
 	for _, e := range events {
-		var m tts.WordMark
+		var m WordMark
 		var ok bool
 		if e.word {
 			m, ok = tr.word(e.textPos, e.length, e.sample)
@@ -34,7 +32,7 @@ func track(text string, events []event, total int) []tts.WordMark {
 	return marks
 }
 
-func covered(text string, marks []tts.WordMark) []string {
+func covered(text string, marks []WordMark) []string {
 	var out []string
 	prev := 0
 	for _, m := range marks {
@@ -95,7 +93,7 @@ func TestWordTrackerMapsEvents(t *testing.T) {
 
 func TestWordTrackerEndSamples(t *testing.T) {
 	marks := track("one two three", []event{{true, 1, 3, 0}, {true, 5, 3, 100}, {false, 8, 0, 180}, {true, 9, 5, 200}}, 400)
-	want := []tts.WordMark{{TextEnd: 3, EndSample: 100}, {TextEnd: 7, EndSample: 180}, {TextEnd: 13, EndSample: 400}}
+	want := []WordMark{{TextEnd: 3, EndSample: 100}, {TextEnd: 7, EndSample: 180}, {TextEnd: 13, EndSample: 400}}
 	if len(marks) != len(want) {
 		t.Fatalf("marks %+v, want %+v", marks, want)
 	}

@@ -9,12 +9,11 @@
 // handling goes through one global jump buffer. Every call into flite is
 // serialised by one process-wide lock. A synthesis holds it while it runs:
 // flite runs at ~0.02 of real time (kal16 ~0.001), so one sentence holds it
-// for tens of milliseconds.
+// for tens of milliseconds. The EmitFunc runs inside the lock, so it must
+// never block (tts/stream queues the chunks and sends them after).
 //
 // Without cgo the package builds, and every constructor returns ErrNoCgo.
 package flite
-
-import "github.com/voxpipe/voxpipe/tts"
 
 // SampleRate is the rate of every voice's output.
 const SampleRate = 16000
@@ -33,17 +32,22 @@ type Options struct {
 	Pitch float64
 }
 
-// EmitFunc receives the audio of one synthesis in order. pcm is freshly
-// allocated for each call, so the receiver may keep it. words lists the
-// words whose audio ends inside pcm, with EndSample counted from the start
-// of the whole synthesis. A non-nil error stops the synthesis; Synthesize
-// returns it.
-//
-// Each chunk is handed over when the engine produces the next one (or
-// finishes), so that words the engine closes in a trailing empty callback
-// still land in a chunk that carries audio. That costs one chunk of engine
-// time: under 1 ms for flite's clustergen voices, ~0.05 ms for espeak.
-type EmitFunc func(pcm []int16, words []tts.WordMark) error
+// WordMark says that the text up to byte TextEnd has been spoken once
+// EndSample samples of the synthesis have played.
+type WordMark struct {
+	TextEnd   int
+	EndSample int
+}
+
+// EmitFunc receives the audio of one synthesis in order, as flite produces
+// it. pcm is freshly allocated for each call, so the receiver may keep it;
+// it is empty when flite closes words without audio. words lists the words
+// whose audio ended by the end of pcm and were not reported before, with
+// EndSample counted from the start of the whole synthesis (a word may end
+// in an earlier call's pcm: flite closes the last word of an utterance in a
+// later callback). It runs while the engine lock is held and must not
+// block. A non-nil error stops the synthesis; Synthesize returns it.
+type EmitFunc func(pcm []int16, words []WordMark) error
 
 func knownVoice(name string) bool {
 	for _, v := range Voices() {

@@ -15,8 +15,6 @@ import (
 	"runtime/cgo"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/voxpipe/voxpipe/tts"
 )
 
 // chunkSamples is the streaming granularity asked of flite: 50 ms of audio
@@ -45,10 +43,10 @@ type Voice struct {
 }
 
 // OpenVoice returns the named voice (one of Voices), registering it on first
-// use. An unknown name gives an error wrapping tts.ErrVoice.
+// use. An unknown name gives an error wrapping ErrVoice.
 func OpenVoice(name string) (*Voice, error) {
 	if !knownVoice(name) {
-		return nil, fmt.Errorf("flite: voice %q (have slt, rms, awb, kal16): %w", name, tts.ErrVoice)
+		return nil, fmt.Errorf("flite: voice %q (have slt, rms, awb, kal16): %w", name, ErrVoice)
 	}
 	engine <- struct{}{}
 	defer func() { <-engine }()
@@ -93,18 +91,12 @@ type call struct {
 	total int // samples received so far, across utterances
 	timer wordTimer
 	toks  []token
-
-	// The latest chunk is held back until the next one arrives, so that
-	// words flite closes only in a later empty callback still land in a
-	// chunk that carries audio.
-	held      []int16
-	heldWords []tts.WordMark
-	carry     []tts.WordMark // words reported before any audio
 }
 
 // Synthesize speaks text, calling emit with each chunk as flite produces it.
 // It returns when the text is spoken, when ctx is done (ctx.Err()), or with
-// emit's error. Calls from all goroutines are serialised.
+// emit's error. Calls from all goroutines are serialised; emit runs inside
+// the engine lock.
 func (v *Voice) Synthesize(ctx context.Context, text string, opts Options, emit EmitFunc) error {
 	if v.closed.Load() {
 		return ErrClosed
@@ -141,13 +133,7 @@ func (v *Voice) Synthesize(ctx context.Context, text string, opts Options, emit 
 	if c.err != nil {
 		return c.err
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if c.held != nil {
-		return emit(c.held, c.heldWords)
-	}
-	return nil
+	return ctx.Err()
 }
 
 // speakable reports whether text has anything but whitespace and NULs
@@ -187,36 +173,19 @@ func goFliteChunk(handle C.uintptr_t, samples *C.short, n, last, newUtt C.int, t
 		}
 		c.timer.startUtterance(c.total, c.toks)
 	}
-	start := c.total
 	c.total += int(n)
 	words := c.timer.take(nil, c.total, last != 0)
-
-	if n <= 0 {
-		// No audio: the words close inside the chunk already held.
-		if c.held != nil {
-			c.heldWords = append(c.heldWords, words...)
-		} else {
-			c.carry = append(c.carry, words...)
-		}
+	var pcm []int16
+	if n > 0 {
+		pcm = make([]int16, int(n))
+		copy(pcm, unsafe.Slice((*int16)(unsafe.Pointer(samples)), int(n)))
+	}
+	if n <= 0 && len(words) == 0 {
 		return C.CST_AUDIO_STREAM_CONT
 	}
-	pcm := make([]int16, int(n))
-	copy(pcm, unsafe.Slice((*int16)(unsafe.Pointer(samples)), int(n)))
-
-	// Words ending at or before this chunk's start belong to the held one.
-	split := 0
-	for split < len(words) && words[split].EndSample <= start {
-		split++
+	if err := c.emit(pcm, words); err != nil {
+		c.err = err
+		return C.CST_AUDIO_STREAM_STOP
 	}
-	forNew := words
-	if c.held != nil {
-		if err := c.emit(c.held, append(c.heldWords, words[:split]...)); err != nil {
-			c.err = err
-			return C.CST_AUDIO_STREAM_STOP
-		}
-		forNew = words[split:]
-	}
-	// carry is only non-empty before the first audio, which takes it along.
-	c.held, c.heldWords, c.carry = pcm, append(c.carry, forNew...), nil
 	return C.CST_AUDIO_STREAM_CONT
 }

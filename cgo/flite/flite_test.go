@@ -10,15 +10,13 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
-
-	"github.com/voxpipe/voxpipe/tts"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestOpenVoiceUnknown(t *testing.T) {
-	if _, err := OpenVoice("cmu_us_nobody"); !errors.Is(err, tts.ErrVoice) {
-		t.Fatalf("OpenVoice = %v, want tts.ErrVoice", err)
+	if _, err := OpenVoice("cmu_us_nobody"); !errors.Is(err, ErrVoice) {
+		t.Fatalf("OpenVoice = %v, want ErrVoice", err)
 	}
 }
 
@@ -31,7 +29,7 @@ func TestEmitErrorStopsSynthesis(t *testing.T) {
 	errStop := errors.New("stop here")
 	calls := 0
 	err = v.Synthesize(context.Background(), "One sentence. Then another one. And a third.", Options{},
-		func(pcm []int16, words []tts.WordMark) error {
+		func(pcm []int16, words []WordMark) error {
 			calls++
 			if calls == 2 {
 				return errStop
@@ -43,7 +41,7 @@ func TestEmitErrorStopsSynthesis(t *testing.T) {
 	}
 	// The next synthesis starts clean.
 	samples, marks := 0, 0
-	err = v.Synthesize(context.Background(), "Fine again.", Options{}, func(pcm []int16, words []tts.WordMark) error {
+	err = v.Synthesize(context.Background(), "Fine again.", Options{}, func(pcm []int16, words []WordMark) error {
 		samples += len(pcm)
 		marks += len(words)
 		return nil
@@ -61,7 +59,7 @@ func TestPitchOptionChangesAudio(t *testing.T) {
 	defer v.Close()
 	render := func(opts Options) []int16 {
 		var pcm []int16
-		if err := v.Synthesize(context.Background(), "This sentence tests the pitch control.", opts, func(p []int16, _ []tts.WordMark) error {
+		if err := v.Synthesize(context.Background(), "This sentence tests the pitch control.", opts, func(p []int16, _ []WordMark) error {
 			pcm = append(pcm, p...)
 			return nil
 		}); err != nil {

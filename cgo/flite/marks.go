@@ -5,8 +5,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/voxpipe/voxpipe/tts"
 )
 
 // token is one input token flite spoke in an utterance.
@@ -17,15 +15,15 @@ type token struct {
 	end     float64 // seconds from the utterance start to the end of its last word; <0 if unknown
 }
 
-// wordTimer turns flite's per-utterance token timings into tts.WordMarks
+// wordTimer turns flite's per-utterance token timings into WordMarks
 // against the original text. Tokens are located in text order from a
 // cursor, so repeated words map to successive occurrences.
 type wordTimer struct {
 	text     string
-	cursor   int            // byte offset just after the last located token
-	pending  []tts.WordMark // marks of the current utterance not yet handed out
-	lastText int            // TextEnd of the last mark made
-	lastEnd  int            // EndSample of the last mark made
+	cursor   int        // byte offset just after the last located token
+	pending  []WordMark // marks of the current utterance not yet handed out
+	lastText int        // TextEnd of the last mark made
+	lastEnd  int        // EndSample of the last mark made
 }
 
 // startUtterance queues the marks of a new utterance whose audio starts at
@@ -42,7 +40,7 @@ func (t *wordTimer) startUtterance(base int, toks []token) {
 		if textEnd <= t.lastText {
 			continue // not found, or inside text already marked
 		}
-		t.pending = append(t.pending, tts.WordMark{TextEnd: textEnd, EndSample: end})
+		t.pending = append(t.pending, WordMark{TextEnd: textEnd, EndSample: end})
 		t.lastText = textEnd
 		t.lastEnd = end
 	}
@@ -90,7 +88,7 @@ func (t *wordTimer) locate(tok token) int {
 
 // take appends to dst the queued marks that end by sample upTo, or all of
 // them (clamped to upTo) when the utterance is over.
-func (t *wordTimer) take(dst []tts.WordMark, upTo int, utteranceDone bool) []tts.WordMark {
+func (t *wordTimer) take(dst []WordMark, upTo int, utteranceDone bool) []WordMark {
 	n := 0
 	for n < len(t.pending) && (utteranceDone || t.pending[n].EndSample <= upTo) {
 		m := t.pending[n]

@@ -4,15 +4,19 @@
 //
 // espeak-ng is a process-wide singleton, so syntheses from all sessions are
 // serialised (see cgo/espeak); at ~0.001 of real time a sentence holds the
-// engine for a few milliseconds.
+// engine for a few milliseconds. The audio is queued per call and sent
+// outside the lock (tts/stream), leading silence trimmed and pauses cut to
+// stream.MaxPause.
 package espeak
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	engine "github.com/voxpipe/voxpipe/cgo/espeak"
 	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/stream"
 )
 
 // Config selects the voice and its delivery.
@@ -46,6 +50,9 @@ func New(cfg Config) (*Synthesizer, error) {
 		return nil, fmt.Errorf("tts/espeak: pitch %d not in 0..100: %w", cfg.Pitch, ErrConfig)
 	}
 	sp, err := engine.New(cfg.Voice)
+	if errors.Is(err, engine.ErrVoice) {
+		return nil, fmt.Errorf("%w: %w", tts.ErrVoice, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -56,16 +63,26 @@ func New(cfg Config) (*Synthesizer, error) {
 func (s *Synthesizer) SampleRate() int { return engine.SampleRate }
 
 // Synthesize implements tts.Synthesizer: chunks go to out as espeak makes
-// them; every send gives way to ctx.
+// them, shaped by tts/stream; every send gives way to ctx.
 func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tts.Chunk) error {
-	return s.speaker.Synthesize(ctx, text, s.opts, func(pcm []int16, words []tts.WordMark) error {
-		select {
-		case out <- tts.Chunk{PCM: pcm, Words: words}:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	cfg := stream.Config{SampleRate: engine.SampleRate, LateMarks: true}
+	return stream.Buffered(ctx, out, cfg, func(w *stream.Writer) error {
+		return s.speaker.Synthesize(ctx, text, s.opts, func(pcm []int16, words []engine.WordMark) error {
+			return w.Write(pcm, marks(words))
+		})
 	})
+}
+
+// marks converts the binding's word marks.
+func marks(words []engine.WordMark) []tts.WordMark {
+	if len(words) == 0 {
+		return nil
+	}
+	out := make([]tts.WordMark, len(words))
+	for i, m := range words {
+		out[i] = tts.WordMark{TextEnd: m.TextEnd, EndSample: m.EndSample}
+	}
+	return out
 }
 
 // Close releases the synthesizer. It is idempotent; Synthesize fails after.

@@ -3,16 +3,21 @@
 //
 // Syntheses from all sessions are serialised process-wide (flite is not
 // thread-safe; see cgo/flite). At ~0.02 of real time a sentence holds the
-// engine for tens of milliseconds.
+// engine for tens of milliseconds; the audio is queued per call and sent
+// outside the lock (tts/stream), so a slow consumer holds up only itself.
+// The lead-in silence flite puts before each text is trimmed and its pauses
+// are cut to stream.MaxPause.
 package flite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
 	engine "github.com/voxpipe/voxpipe/cgo/flite"
 	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/stream"
 )
 
 // Config selects the voice and its delivery.
@@ -46,6 +51,9 @@ func New(cfg Config) (*Synthesizer, error) {
 		return nil, fmt.Errorf("tts/flite: pitch %g Hz not in 0..%g: %w", cfg.Pitch, MaxPitch, ErrConfig)
 	}
 	v, err := engine.OpenVoice(cfg.Voice)
+	if errors.Is(err, engine.ErrVoice) {
+		return nil, fmt.Errorf("%w: %w", tts.ErrVoice, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -63,17 +71,27 @@ const (
 func (s *Synthesizer) SampleRate() int { return engine.SampleRate }
 
 // Synthesize implements tts.Synthesizer: chunks go to out as flite makes
-// them; every send gives way to ctx.
+// them, shaped by tts/stream; every send gives way to ctx.
 func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tts.Chunk) error {
 	opts := engine.Options{Rate: s.cfg.Rate, Pitch: s.cfg.Pitch}
-	return s.voice.Synthesize(ctx, text, opts, func(pcm []int16, words []tts.WordMark) error {
-		select {
-		case out <- tts.Chunk{PCM: pcm, Words: words}:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	cfg := stream.Config{SampleRate: engine.SampleRate, LateMarks: true}
+	return stream.Buffered(ctx, out, cfg, func(w *stream.Writer) error {
+		return s.voice.Synthesize(ctx, text, opts, func(pcm []int16, words []engine.WordMark) error {
+			return w.Write(pcm, marks(words))
+		})
 	})
+}
+
+// marks converts the binding's word marks.
+func marks(words []engine.WordMark) []tts.WordMark {
+	if len(words) == 0 {
+		return nil
+	}
+	out := make([]tts.WordMark, len(words))
+	for i, m := range words {
+		out[i] = tts.WordMark{TextEnd: m.TextEnd, EndSample: m.EndSample}
+	}
+	return out
 }
 
 // Close releases the synthesizer. It is idempotent; Synthesize fails after.

@@ -145,8 +145,8 @@ func TestCloseIsIdempotent(t *testing.T) {
 }
 
 // TestConcurrentSessions runs many sessions with different voices and rates
-// at once; each must get exactly what it gets alone (the engine's shared
-// voice settings are applied inside the lock).
+// at once; each must get what it gets alone (the engine's shared voice
+// settings are applied inside the lock).
 func TestConcurrentSessions(t *testing.T) {
 	cfgs := []Config{
 		{Voice: "slt", Rate: 1}, {Voice: "slt", Rate: 1.5}, {Voice: "kal16", Rate: 1},
@@ -178,7 +178,11 @@ func TestConcurrentSessions(t *testing.T) {
 						t.Errorf("%+v: %v", cfg, r.Err)
 						return
 					}
-					if r.Samples != want[key(i, j)] {
+					// The clustergen voices' excitation is random, so where
+					// their quiet edges fall below audibility (and get
+					// trimmed) moves by a few windows from run to run; a
+					// wrong voice or rate differs by far more.
+					if d := r.Samples - want[key(i, j)]; d*100 > want[key(i, j)] || -d*100 > want[key(i, j)] {
 						t.Errorf("%+v %q: %d samples concurrently, %d alone", cfg, text, r.Samples, want[key(i, j)])
 					}
 					ttstest.CheckMarks(t, text, r)
