@@ -11,14 +11,19 @@ import (
 
 // Contract runs the behaviour every tts.Synthesizer must have, whatever its
 // engine: cancellation mid-text and before the start, a caller waiting for a
-// busy engine giving up, empty and punctuation-only text. newSynth returns a
-// fresh synthesizer (closed by the caller's cleanup) for each subtest.
+// busy engine giving up, empty and punctuation-only text, audio that starts
+// at once and pauses no longer than stream.MaxPause, and a consumer that
+// stops reading holding up no other synthesis. newSynth returns a fresh
+// synthesizer (closed by the caller's cleanup); a subtest may call it twice.
 func Contract(t *testing.T, newSynth func(t *testing.T) tts.Synthesizer) {
 	t.Run("CancelStopsSynthesis", func(t *testing.T) { cancelStopsSynthesis(t, newSynth(t)) })
 	t.Run("CancelledContextSendsNothing", func(t *testing.T) { cancelledContextSendsNothing(t, newSynth(t)) })
 	t.Run("EmptyTextSpeaksNothing", func(t *testing.T) { emptyTextSpeaksNothing(t, newSynth(t)) })
 	t.Run("PunctuationOnly", func(t *testing.T) { punctuationOnly(t, newSynth(t)) })
 	t.Run("WaitingCallerGivesUp", func(t *testing.T) { waitingCallerGivesUp(t, newSynth(t)) })
+	t.Run("FirstChunkAudible", func(t *testing.T) { firstChunkAudible(t, newSynth(t)) })
+	t.Run("PausesCapped", func(t *testing.T) { pausesCapped(t, newSynth(t)) })
+	t.Run("StalledConsumerBlocksNoOne", func(t *testing.T) { stalledConsumerBlocksNoOne(t, newSynth(t), newSynth(t)) })
 }
 
 func cancelStopsSynthesis(t *testing.T, s tts.Synthesizer) {
@@ -85,8 +90,8 @@ func punctuationOnly(t *testing.T, s tts.Synthesizer) {
 	}
 }
 
-// waitingCallerGivesUp: while A holds the engine (blocked on its next send),
-// B waits for it; cancelling B must end B at once, then A ends on its cancel.
+// waitingCallerGivesUp: while A is mid-synthesis (blocked on its next send),
+// B starts and is cancelled; B must end at once, then A ends on its cancel.
 func waitingCallerGivesUp(t *testing.T, s tts.Synthesizer) {
 	ctxA, cancelA := context.WithCancel(context.Background())
 	defer cancelA()
