@@ -25,6 +25,8 @@ type Event struct {
 	PromptTokens int `json:"prompt_tokens,omitempty"`
 	CachedTokens int `json:"cached_tokens,omitempty"`
 	EarlyTokens  int `json:"early_tokens,omitempty"`
+	// trace: a remote LLM's time to first token, split (Trace.TTFT), in ms
+	TTFTMs map[string]float64 `json:"ttft_ms,omitempty"`
 
 	// error
 	Code    string `json:"code,omitempty"`

@@ -29,6 +29,48 @@ type Trace struct {
 	// unknown): waiting for admission, and admission → first token. The
 	// rest of llm_first_token − llm_request is transport.
 	LLMQueue, LLMCompute time.Duration
+	// TTFT is the split of the time to first token the backend reported
+	// (llm.Usage), for the trace event: a remote backend's ttft_network and
+	// ttft_server, and ttft_queue + ttft_compute where known (the engine,
+	// or a server that reports its timings). Parts not reported are absent.
+	TTFT map[string]time.Duration
+}
+
+// TTFT part names (the latency vocabulary of architecture.md).
+const (
+	TTFTNetwork = "ttft_network"
+	TTFTServer  = "ttft_server"
+	TTFTQueue   = "ttft_queue"
+	TTFTCompute = "ttft_compute"
+)
+
+// TTFTMs returns TTFT in milliseconds, or nil when there is none.
+func (t Trace) TTFTMs() map[string]float64 {
+	if len(t.TTFT) == 0 {
+		return nil
+	}
+	ms := make(map[string]float64, len(t.TTFT))
+	for k, d := range t.TTFT {
+		ms[k] = durationMs(d)
+	}
+	return ms
+}
+
+func ttftParts(u llm.Usage) map[string]time.Duration {
+	var m map[string]time.Duration
+	add := func(k string, d time.Duration) {
+		if d != 0 {
+			if m == nil {
+				m = make(map[string]time.Duration, 4)
+			}
+			m[k] = d
+		}
+	}
+	add(TTFTNetwork, u.TTFTNetwork)
+	add(TTFTServer, u.TTFTServer)
+	add(TTFTQueue, u.TTFTQueue)
+	add(TTFTCompute, u.TTFTCompute)
+	return m
 }
 
 // SinceSpeechEnd returns, for every mark, its milliseconds since speech_end
@@ -147,5 +189,6 @@ func (r *traceRec) snapshot() Trace {
 		Turn: r.turn, Marks: marks, Interrupted: r.interrupted,
 		PromptTokens: r.usage.PromptTokens, CachedTokens: r.usage.CachedTokens, EarlyTokens: r.early,
 		LLMQueue: queue, LLMCompute: compute,
+		TTFT: ttftParts(r.usage),
 	}
 }

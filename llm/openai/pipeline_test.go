@@ -42,3 +42,19 @@ func TestPipelineFaultEndsOnlyTheTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceCarriesTTFTSplit: llama.cpp-style timings reach the turn's
+// trace event as ttft_ms.
+func TestTraceCarriesTTFTSplit(t *testing.T) {
+	f := newFakeServer(t, step{words: []string{"Fine."}, delay: 20 * time.Millisecond,
+		timings: `{"cache_n":0,"prompt_n":9,"prompt_ms":4.0,"predicted_n":1,"predicted_ms":1.0}`})
+	s := sessiontest.Start(t, sessiontest.Config(), pipeline.Backends{ASR: sessiontest.ASR{Text: "hi"}, LLM: client(t, f, nil), TTS: sessiontest.TTS{}})
+	tr := s.Utterance(false)
+	if tr.Trace == nil {
+		t.Fatalf("no trace: %v", tr.ErrorText())
+	}
+	ms := tr.Trace.TTFTMs
+	if ms[pipeline.TTFTCompute] != 5 || ms[pipeline.TTFTQueue] < 10 || ms[pipeline.TTFTNetwork] <= 0 {
+		t.Fatalf("ttft_ms %v", ms)
+	}
+}
