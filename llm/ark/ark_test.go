@@ -25,7 +25,7 @@ type fakeArk struct {
 	key      string
 	words    []string
 	fault    string // "", "500", "429", "401", "instream", "drop", "stall"
-	once     bool // the fault hits the first request only
+	once     bool   // the fault hits the first request only
 	requests atomic.Int32
 	lastBody atomic.Value // map[string]any
 }
