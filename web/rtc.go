@@ -215,7 +215,7 @@ func (s *Server) newRTCSession(r *http.Request, offer webrtc.SessionDescription)
 		runErr:  make(chan error, 1),
 		dcOpen:  make(chan struct{}),
 	}
-	rs.ctx, rs.cancel = context.WithCancel(s.baseCtx)
+	rs.ctx, rs.cancel = s.sessionContext()
 	fail := func(err error) (*rtcSession, *webrtc.SessionDescription, error) {
 		rs.cancel()
 		rs.closePeer()

@@ -12,10 +12,12 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/web/access"
 )
 
 // Config configures a Server.
@@ -40,9 +42,15 @@ type Config struct {
 	// API, when set, is mounted under /v1/ (the OpenAI-compatible handler
 	// from llm/openaiapi; it sees the full path, /v1/...).
 	API http.Handler
-	// AllowOrigin checks the Origin header of WebSocket upgrades; nil
-	// accepts any origin (devices send none, browsers send the page's).
+	// AllowOrigin, when set, replaces Access's origin rule (a request
+	// without Origin, from a device, is allowed by the default rule).
 	AllowOrigin func(r *http.Request) bool
+	// Access is who may use the server (web/access): API keys, allowed
+	// origins (same origin by default), the per-IP session rate. Its
+	// OnReject is set to count voxpipe_limit_rejections_total.
+	Access access.Config
+	// MaxSession ends a session that has run this long; 0 = no limit.
+	MaxSession time.Duration
 	// RTC configures the WebRTC transport (POST /rtc/offer); its sessions
 	// count against MaxSessions with the WebSocket ones.
 	RTC RTCConfig
@@ -69,6 +77,9 @@ type Server struct {
 	rtcAPI           *webrtc.API
 	mux              *http.ServeMux
 	adm              *admission
+	guard            *access.Guard
+	handler          http.Handler // mux behind guard
+	limitsHit        *prometheus.CounterVec
 
 	// baseCtx parents every connection's context; cancelled by Shutdown.
 	baseCtx    context.Context
@@ -122,17 +133,24 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		return nil, err
 	}
 	s.rtcAPI = rtcAPI
+	s.limitsHit = newLimitCounter(s.metrics.Registry())
+	ac := cfg.Access
+	ac.OnReject = s.LimitRejected
+	if cfg.AllowOrigin != nil {
+		ac.CheckOrigin = cfg.AllowOrigin
+	}
+	s.guard = access.New(ac)
+	s.handler = s.guard.Wrap(s.mux)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.startAdmission(log)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   4096,
 		WriteBufferSize:  4096,
-		CheckOrigin:      cfg.AllowOrigin,
-		Error:            s.upgradeError,
-	}
-	if s.upgrader.CheckOrigin == nil {
-		s.upgrader.CheckOrigin = func(*http.Request) bool { return true }
+		// The access guard in front of every route has checked the
+		// origin by the configured rule (same origin by default).
+		CheckOrigin: func(*http.Request) bool { return true },
+		Error:       s.upgradeError,
 	}
 	s.mux.HandleFunc("GET /ws", s.serveWS)
 	s.mux.HandleFunc("POST /rtc/offer", s.serveRTCOffer)
@@ -148,8 +166,8 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 	return s, nil
 }
 
-// Handler returns the server's routes.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's routes, behind the access guard.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Metrics returns the server's collectors (also the sessions' Observer).
 func (s *Server) Metrics() *Metrics { return s.metrics }

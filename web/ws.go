@@ -87,7 +87,7 @@ func newConn(s *Server, ws *websocket.Conn, id string, log zerolog.Logger) *conn
 		runErr:  make(chan error, 1),
 		readBuf: make([]byte, s.cfg.MaxFrameBytes+1),
 	}
-	c.ctx, c.cancel = context.WithCancel(s.baseCtx)
+	c.ctx, c.cancel = s.sessionContext()
 	return c
 }
 
@@ -301,6 +301,10 @@ func (c *conn) writeLoop() {
 				return
 			}
 		case <-c.ctx.Done():
+			if c.srv.maxSessionReached(c.ctx) {
+				w.close(websocket.ClosePolicyViolation, errMaxSession.Error())
+				return
+			}
 			w.close(websocket.CloseGoingAway, "server shutting down")
 			return
 		}

@@ -102,6 +102,10 @@ func loadConfig(path, addr string, sets []string) (*config.Config, error) {
 
 func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	started := time.Now()
+	acc, err := accessConfig(cfg, log)
+	if err != nil {
+		return err
+	}
 	be, closers, err := openBackends(cfg)
 	if err != nil {
 		return err
@@ -123,14 +127,19 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 
 	id := modelID(cfg)
 	maxSessions, admission := sessionLimits(cfg)
-	ws, err := web.New(web.Config{
+	apiLim := apiLimits(cfg.Server.API)
+	var ws *web.Server
+	apiLim.OnReject = apiRejections(&ws)
+	ws, err = web.New(web.Config{
 		MaxSessions:   maxSessions,
 		Admission:     admission,
 		MaxFrameBytes: cfg.Server.MaxFrameBytes,
 		IdleTimeout:   cfg.Server.IdleTimeout,
 		RTC:           rtcConfig(cfg.Server.RTC),
 		Pipeline:      pc,
-		API:           openaiapi.NewWithLimits(be.LLM, id, log.With().Str("component", "openaiapi").Logger(), apiLimits(cfg.Server.API)),
+		API:           openaiapi.NewWithLimits(be.LLM, id, log.With().Str("component", "openaiapi").Logger(), apiLim),
+		Access:        acc,
+		MaxSession:    cfg.Server.Limits.MaxSession,
 	}, be, log.With().Str("component", "web").Logger())
 	if err != nil {
 		return err

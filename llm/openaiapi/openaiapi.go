@@ -330,11 +330,8 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	raw, req, apiErr := s.parseRequest(r)
 	if apiErr != nil {
 		s.log.Debug().Str("error", apiErr.Message).Int("status", apiErr.status).Msg("openaiapi: bad request")
-		if s.lim.OnReject != nil {
-			param := "body"
-			if apiErr.Param != nil {
-				param, _, _ = strings.Cut(*apiErr.Param, "[")
-			}
+		if s.lim.OnReject != nil && apiErr.Param != nil {
+			param, _, _ := strings.Cut(*apiErr.Param, "[")
 			s.lim.OnReject(param)
 		}
 		writeError(w, apiErr)

@@ -159,7 +159,7 @@ class RtcTransport {
     await pc.setLocalDescription(await pc.createOffer());
     await iceGathered(pc, 3000);
     const resp = await fetch("/rtc/offer", {
-      method: "POST", headers: { "Content-Type": "application/json" },
+      method: "POST", headers: authHeaders({ "Content-Type": "application/json" }),
       body: JSON.stringify(pc.localDescription),
     });
     if (resp.status === 503) throw new BusyError(await errorText(resp));
@@ -235,10 +235,15 @@ class RtcTransport {
   }
 }
 
+// A session token (POST /auth/token, docs/security.md) the embedding page
+// passed as ?token=, for a server with API keys.
+const pageToken = new URLSearchParams(location.search).get("token");
+function authHeaders(h = {}) { return pageToken ? { ...h, Authorization: `Bearer ${pageToken}` } : h; }
+
 // The server's STUN/TURN servers (none: host candidates only).
 async function iceServers() {
   try {
-    const resp = await fetch("/rtc/config");
+    const resp = await fetch("/rtc/config", { headers: authHeaders() });
     if (resp.ok) return (await resp.json()).ice_servers || [];
   } catch { /* an older server: go without */ }
   return [];
@@ -267,7 +272,8 @@ class WsTransport {
   async open(stream) {
     const ctx = this.ctx = audioContext();
     this.rate = [8000, 16000, 22050, 24000, 32000, 44100, 48000].includes(ctx.sampleRate) ? ctx.sampleRate : 48000;
-    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws` +
+      (pageToken ? `?token=${encodeURIComponent(pageToken)}` : "");
     const ws = this.ws = new WebSocket(url);
     ws.binaryType = "arraybuffer";
     await new Promise((res, rej) => {

@@ -1,0 +1,351 @@
+// Package access decides who may use a voxpipe server: API keys (or
+// short-lived session tokens minted with one), the browser origins that may
+// open sessions, and how fast one client address may open them. It is an
+// http.Handler middleware; the web server wraps its routes in Guard.Wrap.
+//
+// Rules, by path:
+//   - /ws, /rtc/offer, /xiaozhi/ (sessions): origin, then key or token,
+//     then the per-IP session rate.
+//   - /v1/ (the OpenAI API), /rtc/config (it holds TURN credentials):
+//     origin, then key or token.
+//   - POST /auth/token: origin, then a key (not a token); it answers a token.
+//   - everything else (the page, /healthz, /metrics): open.
+//
+// Refusals are 403 (origin), 401 (key) and 429 (rate) with a JSON body
+// saying what to do; none is ever logged with the credential.
+package access
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Error codes of refused requests (the "code" of the error body).
+const (
+	CodeUnauthorized = "unauthorized"
+	CodeOrigin       = "forbidden_origin"
+	CodeRateLimited  = "rate_limited"
+)
+
+// Limit names given to Config.OnReject.
+const (
+	RejectOrigin = "origin"
+	RejectAuth   = "auth"
+	RejectRate   = "session_rate"
+)
+
+// TokenPath is the token endpoint.
+const TokenPath = "/auth/token"
+
+// Config configures a Guard.
+type Config struct {
+	// Keys are the API keys; none turns auth off.
+	Keys []string
+	// TokenTTL is a session token's lifetime; 0 = 5 minutes.
+	TokenTTL time.Duration
+	// AllowedOrigins are origins (scheme://host[:port]) allowed besides the
+	// server's own; "*" allows any. A request without Origin (not a
+	// browser) is never refused for its origin.
+	AllowedOrigins []string
+	// CheckOrigin, when set, replaces the origin rule.
+	CheckOrigin func(r *http.Request) bool
+	// SessionsPerMinute bounds new sessions per client IP (a burst of as
+	// many); 0 = no bound.
+	SessionsPerMinute int
+	// OnReject, when set, is told each refusal's limit (for a metric).
+	OnReject func(limit string)
+	// Now is the clock; nil = time.Now.
+	Now func() time.Time
+}
+
+// Guard enforces a Config.
+type Guard struct {
+	cfg     Config
+	keys    [][]byte
+	origins map[string]bool
+	anyOrig bool
+	secret  [32]byte // signs session tokens; new per process
+
+	mu      sync.Mutex
+	buckets map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// maxBuckets bounds the rate limiter's memory; beyond it, full buckets
+// (clients idle long enough to have their whole burst back) are dropped.
+const maxBuckets = 10000
+
+// New returns a Guard for cfg.
+func New(cfg Config) *Guard {
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = 5 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	g := &Guard{cfg: cfg, origins: map[string]bool{}, buckets: map[string]*bucket{}}
+	for _, k := range cfg.Keys {
+		if k = strings.TrimSpace(k); k != "" {
+			g.keys = append(g.keys, []byte(k))
+		}
+	}
+	for _, o := range cfg.AllowedOrigins {
+		if o == "*" {
+			g.anyOrig = true
+		}
+		g.origins[strings.ToLower(strings.TrimSuffix(o, "/"))] = true
+	}
+	_, _ = rand.Read(g.secret[:]) // crypto/rand.Read does not fail on Linux
+	return g
+}
+
+// ParseKeys splits a comma-separated key list (an environment variable's
+// value), dropping blanks.
+func ParseKeys(s string) []string {
+	var keys []string
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// AuthOn says whether API keys are required.
+func (g *Guard) AuthOn() bool { return len(g.keys) > 0 }
+
+type rule int
+
+const (
+	open rule = iota
+	authOnly
+	session
+	tokenEndpoint
+)
+
+func ruleFor(path string) rule {
+	switch {
+	case path == "/ws", path == "/rtc/offer", strings.HasPrefix(path, "/xiaozhi/"):
+		return session
+	case strings.HasPrefix(path, "/v1/"), path == "/v1", path == "/rtc/config":
+		return authOnly
+	case path == TokenPath:
+		return tokenEndpoint
+	}
+	return open
+}
+
+// Wrap guards next by the package's rules and serves POST /auth/token.
+func (g *Guard) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rl := ruleFor(r.URL.Path)
+		if rl == open {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !g.originOK(r) {
+			g.refuse(w, r, http.StatusForbidden, RejectOrigin, CodeOrigin,
+				"origin "+strconv.Quote(r.Header.Get("Origin"))+" may not use this server (same origin only; see server.allowed_origins)")
+			return
+		}
+		if rl == tokenEndpoint {
+			g.serveToken(w, r)
+			return
+		}
+		if g.AuthOn() && !g.keyOK(r) && !g.tokenOK(r) {
+			g.refuse(w, r, http.StatusUnauthorized, RejectAuth, CodeUnauthorized,
+				"missing or invalid API key: send \"Authorization: Bearer <key>\", or a session token from POST "+TokenPath+" as ?token=")
+			return
+		}
+		if rl == session && !g.allowSession(r) {
+			w.Header().Set("Retry-After", strconv.Itoa(max(1, 60/max(g.cfg.SessionsPerMinute, 1))))
+			g.refuse(w, r, http.StatusTooManyRequests, RejectRate, CodeRateLimited,
+				"too many new sessions from this address: at most "+strconv.Itoa(g.cfg.SessionsPerMinute)+" a minute")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (g *Guard) refuse(w http.ResponseWriter, r *http.Request, status int, limit, code, msg string) {
+	if g.cfg.OnReject != nil {
+		g.cfg.OnReject(limit)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="voxpipe"`)
+	}
+	w.WriteHeader(status)
+	var body any = struct {
+		Type    string `json:"type"`
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{"error", code, msg}
+	if strings.HasPrefix(r.URL.Path, "/v1") {
+		// OpenAI clients parse OpenAI's error shape.
+		body = map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "param": nil, "code": code}}
+	}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// originOK: no Origin (not a browser), the server's own, or allowed.
+func (g *Guard) originOK(r *http.Request) bool {
+	if g.cfg.CheckOrigin != nil {
+		return g.cfg.CheckOrigin(r)
+	}
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	if g.anyOrig || g.origins[strings.ToLower(o)] {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+func bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+func (g *Guard) keyOK(r *http.Request) bool {
+	k := []byte(bearer(r))
+	if len(k) == 0 {
+		return false
+	}
+	ok := 0
+	for _, key := range g.keys {
+		ok |= subtle.ConstantTimeCompare(k, key)
+	}
+	return ok == 1
+}
+
+// tokenOK accepts a session token as the Bearer credential or as the
+// token query parameter (a browser cannot set headers on a WebSocket).
+func (g *Guard) tokenOK(r *http.Request) bool {
+	if t := bearer(r); t != "" && g.validToken(t) {
+		return true
+	}
+	t := r.URL.Query().Get("token")
+	return t != "" && g.validToken(t)
+}
+
+// A token is base64url(expiry unix seconds, 8 bytes | HMAC-SHA256 of them).
+func (g *Guard) mint(exp time.Time) string {
+	var b [8 + sha256.Size]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(exp.Unix()))
+	m := hmac.New(sha256.New, g.secret[:])
+	m.Write(b[:8])
+	copy(b[8:], m.Sum(nil))
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func (g *Guard) validToken(t string) bool {
+	b, err := base64.RawURLEncoding.DecodeString(t)
+	if err != nil || len(b) != 8+sha256.Size {
+		return false
+	}
+	m := hmac.New(sha256.New, g.secret[:])
+	m.Write(b[:8])
+	if !hmac.Equal(m.Sum(nil), b[8:]) {
+		return false
+	}
+	return g.cfg.Now().Unix() < int64(binary.BigEndian.Uint64(b[:8]))
+}
+
+// serveToken answers POST /auth/token, for a request with an API key, with
+// a session token for a browser page: {"token": ..., "expires_in": s}.
+func (g *Guard) serveToken(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if !g.AuthOn() {
+		g.refuse(w, r, http.StatusNotFound, RejectAuth, "auth_off", "auth is off (no API keys are set): no token is needed")
+		return
+	}
+	if !g.keyOK(r) {
+		g.refuse(w, r, http.StatusUnauthorized, RejectAuth, CodeUnauthorized, "a session token needs \"Authorization: Bearer <API key>\"")
+		return
+	}
+	exp := g.cfg.Now().Add(g.cfg.TokenTTL)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(struct {
+		Token     string `json:"token"`
+		ExpiresIn int    `json:"expires_in"`
+	}{g.mint(exp), int(g.cfg.TokenTTL / time.Second)})
+}
+
+// clientIP is the address the connection comes from (X-Forwarded-For is
+// not trusted: any client can set it).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// allowSession takes one token from the client IP's bucket.
+func (g *Guard) allowSession(r *http.Request) bool {
+	per := g.cfg.SessionsPerMinute
+	if per <= 0 {
+		return true
+	}
+	now := g.cfg.Now()
+	ip := clientIP(r)
+	rate := float64(per) / 60 // tokens per second
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	b, ok := g.buckets[ip]
+	if !ok {
+		if len(g.buckets) >= maxBuckets {
+			g.prune(now, rate, float64(per))
+		}
+		for ip := range g.buckets { // still full: forget arbitrary ones
+			if len(g.buckets) < maxBuckets {
+				break
+			}
+			delete(g.buckets, ip)
+		}
+		b = &bucket{tokens: float64(per), last: now}
+		g.buckets[ip] = b
+	}
+	b.tokens = min(float64(per), b.tokens+now.Sub(b.last).Seconds()*rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (g *Guard) prune(now time.Time, rate, burst float64) {
+	for ip, b := range g.buckets {
+		if b.tokens+now.Sub(b.last).Seconds()*rate >= burst {
+			delete(g.buckets, ip)
+		}
+	}
+}
