@@ -19,7 +19,7 @@ BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps browser-deps build run test test-nocgo bench fuzz clean train-deps train-demo train-draft train-bench-pair
+.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz clean train-deps train-demo train-draft train-bench-pair
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -36,8 +36,8 @@ deps: ## install the Debian packages the build needs (only the missing ones)
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-build: ## build bin/voxpipe and bin/voxclient
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/voxpipe ./cmd/voxclient
+build: ## build bin/voxpipe, bin/voxclient and bin/voxbench
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/voxpipe ./cmd/voxclient ./cmd/voxbench
 
 run: deps build ## serve on 127.0.0.1:8080 with configs/default.yaml (offline engines)
 	$(BIN)/voxpipe serve --config configs/default.yaml
@@ -57,8 +57,26 @@ test-nocgo: ## vet and test without cgo (engines' tests skip)
 	CGO_ENABLED=0 $(GO) vet ./...
 	CGO_ENABLED=0 $(GO) test -count=1 ./...
 
-bench: deps ## benchmarks, short, with allocations (BENCHTIME=200ms)
+bench-go: deps ## Go micro-benchmarks, short, with allocations (BENCHTIME=200ms)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
+
+# make bench: voxbench against a server started here on the default config,
+# then the Go micro-benchmarks; both go into docs/performance.md.
+BENCH_ADDR     ?= 127.0.0.1:18790
+BENCH_SESSIONS ?= 1,2,4,8
+BENCH_TURNS    ?= 3
+BENCH_OUT      := build/bench
+bench: deps build ## capacity: voxbench at 1,2,4,8 sessions + Go benchmarks → docs/performance.md
+	@mkdir -p $(BENCH_OUT)
+	@$(BIN)/voxpipe serve --config configs/default.yaml --addr $(BENCH_ADDR) --set log.level=warn \
+		> $(BENCH_OUT)/server.log 2>&1 & pid=$$!; trap 'kill $$pid 2>/dev/null; wait $$pid' EXIT; \
+	for i in $$(seq 120); do curl -sf http://$(BENCH_ADDR)/healthz >/dev/null && break; sleep 1; done; \
+	$(BIN)/voxbench --url ws://$(BENCH_ADDR)/ws --sessions $(BENCH_SESSIONS) --turns $(BENCH_TURNS) \
+		--json --plot $(BENCH_OUT)/latency.svg > $(BENCH_OUT)/voxbench.json
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... > $(BENCH_OUT)/gobench.txt
+	$(BIN)/voxbench doc --results $(BENCH_OUT)/voxbench.json --gobench $(BENCH_OUT)/gobench.txt \
+		--version $(VERSION) --out docs/performance.md
+	@echo "bench: docs/performance.md updated; plot in $(BENCH_OUT)/latency.svg"
 
 fuzz: deps ## every fuzz target for FUZZTIME each (default 10s)
 	@set -e; for pkg in $$($(GO) list ./...); do \

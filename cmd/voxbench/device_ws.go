@@ -1,0 +1,369 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+)
+
+// wsDevice speaks over the WebSocket protocol of docs/protocol.md. It is
+// voxbench's own thin device until internal/voiceclient (the shared /ws
+// device client) lands; it measures heard the way the issue defines it:
+// first audible answer sample received − last audible question sample sent.
+type wsDevice struct {
+	url, encoding string
+	rate          int
+}
+
+func newDevice(o options) (device, error) {
+	switch o.transport {
+	case "ws":
+		rate := 16000
+		if o.encoding == "opus" {
+			rate = 48000
+		}
+		return &wsDevice{url: o.url, encoding: o.encoding, rate: rate}, nil
+	}
+	return nil, fmt.Errorf("%w: --transport %s is not built yet (use ws)", errCommandLine, o.transport)
+}
+
+// wsMsg is one message from the server, stamped on arrival.
+type wsMsg struct {
+	ev    *pipeline.Event
+	audio []int16
+	at    time.Time
+}
+
+// asked is one question in flight.
+type asked struct {
+	res       turnResult
+	endSent   time.Time // when the last audible sample of the question went out
+	answered  time.Time // first audible answer sample
+	gotFirst  bool      // any answer audio arrived
+	spokenAt  time.Time // when the question's audio finished
+	samples   int       // answer samples received
+	audioFrom time.Time // first answer frame's arrival
+}
+
+func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnResult)) error {
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ws, resp, err := websocket.DefaultDialer.DialContext(dctx, d.url, nil)
+	if err != nil {
+		return dialRefusal(resp, err)
+	}
+	_ = resp.Body.Close()
+	defer ws.Close()
+	if err := ws.WriteJSON(map[string]any{"type": "start", "sample_rate": d.rate, "encoding": d.encoding,
+		"output_sample_rate": d.rate, "client": map[string]string{"name": "voxbench", "version": "1"}}); err != nil {
+		return fmt.Errorf("send start: %w", err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var ready pipeline.Event
+	if err := ws.ReadJSON(&ready); err != nil {
+		return fmt.Errorf("waiting for ready: %w", err)
+	}
+	if ready.Type != pipeline.EventReady {
+		return &refusedError{status: http.StatusSwitchingProtocols, code: ready.Code, msg: ready.Message}
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+
+	var enc *audio.OpusEncoder
+	var dec *audio.OpusDecoder
+	if d.encoding == "opus" {
+		if enc, err = audio.NewOpusEncoder(d.rate, 32000); err != nil {
+			return err
+		}
+		if dec, err = audio.NewOpusDecoder(d.rate); err != nil {
+			return err
+		}
+	}
+	msgs := make(chan wsMsg, 256)
+	readErr := make(chan error, 1)
+	go func() { readErr <- wsRead(ws, dec, msgs) }()
+	err = d.converse(ctx, ws, enc, p, msgs, report)
+	_ = ws.WriteJSON(map[string]string{"type": "stop"})
+	_ = ws.SetReadDeadline(time.Now().Add(2 * time.Second))
+	for range msgs {
+	}
+	if rerr := <-readErr; err == nil && rerr != nil && ctx.Err() == nil {
+		err = rerr
+	}
+	return err
+}
+
+// converse is the device's microphone and player: one goroutine writes.
+func (d *wsDevice) converse(ctx context.Context, ws *websocket.Conn, enc *audio.OpusEncoder, p sessionPlan,
+	msgs <-chan wsMsg, report func(turnResult)) error {
+	frame := d.rate / 50
+	silence := make([]int16, frame)
+	pcmBytes := make([]byte, 2*frame)
+	packet := make([]byte, audio.MaxOpusPacket)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+
+	var (
+		next        int     // index of the next question
+		speech      []int16 // the question being spoken
+		speechEnd   int     // its last audible sample
+		pos         int     // samples of it sent
+		cur         *asked  // the question being spoken or awaiting its turn number
+		byTurn      = map[int]*asked{}
+		answerTurn  int          // turn of the latest answer text: answer audio belongs to it
+		nextAt      = time.Now() // when to start the next question
+		outstanding int          // questions asked whose turn has not ended
+		lastTurn    int          // highest server turn seen
+		progress    = time.Now() // last time anything arrived
+	)
+	finish := func(a *asked, code string) {
+		if code != "" && a.res.Code == "" {
+			a.res.Code = code
+		}
+		report(a.res)
+		outstanding--
+		if a.res.Turn != 0 {
+			delete(byTurn, a.res.Turn)
+		}
+		if a == cur {
+			cur = nil
+		}
+	}
+	for {
+		done := !p.more(next, time.Now()) && outstanding == 0 && speech == nil
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-tick.C:
+			if speech == nil && cur == nil && p.more(next, now) && !now.Before(nextAt) && (outstanding == 0 || p.bargeIn > 0 && allAnswered(byTurn)) {
+				q := p.question(next)
+				next++
+				speech, pos = resampled(q, d.rate), 0
+				speechEnd = audio.AudibleEnd(speech, d.rate)
+				cur = &asked{res: turnResult{Ref: q.ref}}
+				outstanding++
+			}
+			pcm := silence
+			if speech != nil {
+				n := min(frame, len(speech)-pos)
+				if n == frame {
+					pcm = speech[pos : pos+frame]
+				} else {
+					buf := make([]int16, frame)
+					copy(buf, speech[pos:])
+					pcm = buf
+				}
+				if speechEnd >= pos && speechEnd < pos+frame && cur != nil {
+					cur.endSent = now.Add(time.Duration(speechEnd-pos) * time.Second / time.Duration(d.rate))
+				}
+				pos += frame
+				if pos >= len(speech) {
+					speech = nil
+					if cur != nil {
+						cur.spokenAt = now
+					}
+				}
+			}
+			var payload []byte
+			if enc != nil {
+				n, err := enc.Encode(pcm, packet)
+				if err != nil {
+					return err
+				}
+				payload = packet[:n]
+			} else {
+				for i, s := range pcm {
+					binary.LittleEndian.PutUint16(pcmBytes[2*i:], uint16(s))
+				}
+				payload = pcmBytes
+			}
+			if err := ws.WriteMessage(websocket.BinaryMessage, payload); err != nil {
+				return fmt.Errorf("send audio: %w", err)
+			}
+			if outstanding > 0 && speech == nil && now.Sub(progress) > p.turnTimeout {
+				for _, a := range byTurn {
+					finish(a, "timeout")
+				}
+				if cur != nil {
+					finish(cur, "timeout")
+				}
+				outstanding = 0
+				nextAt = now.Add(p.pause)
+			}
+		case m, ok := <-msgs:
+			if !ok {
+				return errors.New("server closed the connection")
+			}
+			progress = m.at
+			if m.audio != nil {
+				a := byTurn[answerTurn]
+				if a == nil {
+					continue
+				}
+				if !a.gotFirst {
+					a.gotFirst, a.audioFrom = true, m.at
+					if err := ws.WriteJSON(map[string]any{"type": "playback_start", "turn": answerTurn}); err != nil {
+						return err
+					}
+				}
+				if a.answered.IsZero() {
+					if i := audio.FirstAudible(m.audio, d.rate); i >= 0 {
+						a.answered = m.at.Add(time.Duration(i) * time.Second / time.Duration(d.rate))
+						if !a.endSent.IsZero() {
+							ms := float64(a.answered.Sub(a.endSent).Microseconds()) / 1000
+							a.res.HeardMs = &ms
+						}
+						if p.bargeIn > 0 {
+							nextAt = m.at.Add(p.bargeIn) // the next question cuts this answer
+						}
+					}
+				}
+				a.samples += len(m.audio)
+				continue
+			}
+			ev := m.ev
+			switch ev.Type {
+			case pipeline.EventTranscript:
+				if ev.Turn > lastTurn && cur != nil && cur.res.Turn == 0 {
+					cur.res.Turn = ev.Turn
+					byTurn[ev.Turn] = cur
+				}
+				lastTurn = max(lastTurn, ev.Turn)
+				if a := byTurn[ev.Turn]; a != nil && ev.Final {
+					a.res.Transcript = ev.Text
+					if a == cur && speech == nil {
+						cur = nil // its turn is known; the next question may follow the answer
+					}
+				}
+			case pipeline.EventAnswer:
+				answerTurn = ev.Turn
+				if a := byTurn[ev.Turn]; a != nil {
+					a.res.Answer += ev.Text
+				}
+			case pipeline.EventInterrupted:
+				a := byTurn[ev.Turn]
+				played := 0.0
+				if a != nil && a.gotFirst {
+					played = min(float64(a.samples)*1000/float64(d.rate), float64(time.Since(a.audioFrom).Milliseconds()))
+				}
+				if err := ws.WriteJSON(map[string]any{"type": "interrupt", "turn": ev.Turn, "played_ms": played}); err != nil {
+					return err
+				}
+			case pipeline.EventTrace:
+				a := byTurn[ev.Turn]
+				if a == nil {
+					continue
+				}
+				a.res.Marks, a.res.V2VMs = ev.Marks, ev.VoiceToVoiceMs
+				a.res.Interrupted = ev.Interrupted
+				finish(a, "")
+				if p.bargeIn == 0 {
+					nextAt = m.at.Add(p.pause)
+				}
+			case pipeline.EventError:
+				a := byTurn[ev.Turn]
+				if a == nil {
+					a = cur
+				}
+				switch {
+				case a != nil:
+					a.res.Code = ev.Code
+					if a.res.Turn == 0 || ev.Code == pipeline.CodeBusy {
+						finish(a, ev.Code)
+						nextAt = m.at.Add(p.pause)
+					}
+				case ev.Code != pipeline.CodeBusy && ev.Code != pipeline.CodeBackend:
+					return fmt.Errorf("server error %s: %s", ev.Code, ev.Message)
+				}
+			}
+		}
+	}
+}
+
+// allAnswered says whether every turn in flight has audible answer audio
+// (with --barge-in the next question may then start over it).
+func allAnswered(byTurn map[int]*asked) bool {
+	for _, a := range byTurn {
+		if a.answered.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// resampled returns q's audio at rate.
+func resampled(q question, rate int) []int16 {
+	if q.rate == rate {
+		return q.pcm
+	}
+	r, err := audio.NewResampler(q.rate, rate)
+	if err != nil {
+		return q.pcm
+	}
+	pcm := append(append([]int16(nil), q.pcm...), make([]int16, q.rate/100)...)
+	return append([]int16(nil), r.Process(nil, pcm)...)
+}
+
+// wsRead is the connection's only reader; it closes msgs when it ends.
+func wsRead(ws *websocket.Conn, dec *audio.OpusDecoder, msgs chan<- wsMsg) error {
+	defer close(msgs)
+	pcm := make([]int16, 5760)
+	for {
+		typ, data, err := ws.ReadMessage()
+		if err != nil {
+			if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
+				return nil
+			}
+			return err
+		}
+		now := time.Now()
+		if typ == websocket.BinaryMessage {
+			var samples []int16
+			if dec != nil {
+				n, err := dec.Decode(data, pcm)
+				if err != nil {
+					return fmt.Errorf("answer audio: %w", err)
+				}
+				samples = append([]int16(nil), pcm[:n]...)
+			} else {
+				samples = make([]int16, len(data)/2)
+				for i := range samples {
+					samples[i] = int16(binary.LittleEndian.Uint16(data[2*i:]))
+				}
+			}
+			msgs <- wsMsg{audio: samples, at: now}
+			continue
+		}
+		var ev pipeline.Event
+		if err := json.Unmarshal(data, &ev); err != nil {
+			return fmt.Errorf("bad event %q: %w", data, err)
+		}
+		msgs <- wsMsg{ev: &ev, at: now}
+	}
+}
+
+// dialRefusal turns a failed upgrade into a refusedError when the server
+// answered (503 busy and its JSON body), else a connection error.
+func dialRefusal(resp *http.Response, err error) error {
+	if resp == nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer resp.Body.Close()
+	var ev pipeline.Event
+	_ = json.NewDecoder(resp.Body).Decode(&ev)
+	if ev.Code == "" {
+		ev.Code = fmt.Sprintf("http_%d", resp.StatusCode)
+	}
+	return &refusedError{status: resp.StatusCode, code: ev.Code, msg: ev.Message}
+}

@@ -1,0 +1,195 @@
+// Command voxbench measures how many conversations a voxpipe server holds
+// at a latency SLO. It starts N virtual devices against the server (the
+// WebSocket /ws, or WebRTC with --transport rtc), each speaking questions in
+// real time for several turns, arriving --stagger apart, and reports for
+// every N: heard latency (first audible answer sample received − last
+// speech sample sent, what a person hears) and the server's voice-to-voice
+// at p50/p95/p99, every trace stage's p50/p95, transcripts that came back
+// wrong (WER against the reference text), frames the server dropped, errors
+// by code, busy rejections, the server's CPU (process_cpu_seconds_total from
+// /metrics) and voxbench's own.
+//
+//	voxbench [--url ws://127.0.0.1:8080/ws] [--sessions 1,2,4,8 | --ramp]
+//	         [--turns 3 | --duration 60s] [--wav F ... | --dir D] [--slo-ms 800]
+//	         [--json] [--plot out.svg] [--markdown]
+//	voxbench doc --results r.json [--gobench go-bench.txt] [--out docs/performance.md]
+//
+// Without --wav or --dir it speaks a built-in question set with flite (in
+// memory, at run time). A file F.wav is scored against F.txt when present.
+// A level is within the SLO when every session was admitted and served
+// without errors or dropped frames, heard p95 ≤ --slo-ms, and the WER is no
+// worse than the 1-session level's; --json prints
+// {"results":[{"sessions":N,"turns":T,"heard_p50_ms",...}],"max_sessions_within_slo":K}.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// errCommandLine marks a mistake on the command line (exit status 2).
+var errCommandLine = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "voxbench:", err)
+		if errors.Is(err, errCommandLine) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// listFlag collects a repeated flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// options are the parsed flags.
+type options struct {
+	url, transport, encoding string
+	wavs                     listFlag
+	dir, voice               string
+	levels                   []int
+	ramp                     bool
+	turns                    int
+	duration                 time.Duration
+	stagger, pause, bargeIn  time.Duration
+	turnTimeout              time.Duration
+	sloMs                    int
+	json, markdown, quiet    bool
+	plot                     string
+}
+
+// rampLevels are tried in order by --ramp until a level misses the SLO.
+var rampLevels = []int{1, 2, 3, 4, 6, 8, 10, 12, 16, 20, 24, 32}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("voxbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.url, "url", "ws://127.0.0.1:8080/ws", "server: the /ws URL (ws) or the server's base URL (rtc)")
+	fs.StringVar(&o.transport, "transport", "ws", "ws (WebSocket /ws) or rtc (WebRTC through /rtc/offer)")
+	fs.StringVar(&o.encoding, "encoding", "pcm16", "ws audio encoding: pcm16 or opus (rtc is always Opus)")
+	fs.Var(&o.wavs, "wav", "a question to speak (WAV; F.txt beside it is its reference text); repeatable")
+	fs.StringVar(&o.dir, "dir", "", "a folder of question WAVs (each with an optional .txt reference)")
+	fs.StringVar(&o.voice, "voice", "rms", "flite voice of the built-in question set (slt, rms, awb, kal16)")
+	sessions := fs.String("sessions", "1,2,4,8", "levels: concurrent sessions, comma-separated")
+	fs.BoolVar(&o.ramp, "ramp", false, "levels "+fmt.Sprint(rampLevels)+" until one misses the SLO (instead of --sessions)")
+	fs.IntVar(&o.turns, "turns", 3, "questions per session (ignored with --duration)")
+	fs.DurationVar(&o.duration, "duration", 0, "run each level this long, sessions asking question after question (0: --turns each)")
+	fs.DurationVar(&o.stagger, "stagger", 370*time.Millisecond, "time between session arrivals")
+	fs.DurationVar(&o.pause, "pause", 700*time.Millisecond, "silence after an answer ends before the next question")
+	fs.DurationVar(&o.bargeIn, "barge-in", 0, "speak the next question this long after the answer starts, cutting it (0: wait for the answer)")
+	fs.DurationVar(&o.turnTimeout, "turn-timeout", 30*time.Second, "give up on a turn after this long without its end")
+	fs.IntVar(&o.sloMs, "slo-ms", 800, "latency SLO for heard p95, ms")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON on stdout")
+	fs.BoolVar(&o.markdown, "markdown", false, "print the results as the markdown tables of docs/performance.md")
+	fs.BoolVar(&o.quiet, "quiet", false, "no live progress on stderr")
+	fs.StringVar(&o.plot, "plot", "", "write latency against sessions as an SVG to this file")
+	if err := fs.Parse(args); err != nil {
+		return o, fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("%w: unexpected arguments %q", errCommandLine, fs.Args())
+	}
+	if !o.ramp {
+		for _, f := range strings.Split(*sessions, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 1000 {
+				return o, fmt.Errorf("%w: --sessions %q: want positive counts like 1,2,4,8", errCommandLine, *sessions)
+			}
+			o.levels = append(o.levels, n)
+		}
+	} else {
+		o.levels = rampLevels
+	}
+	switch {
+	case o.transport != "ws" && o.transport != "rtc":
+		return o, fmt.Errorf("%w: --transport %q: want ws or rtc", errCommandLine, o.transport)
+	case o.encoding != "pcm16" && o.encoding != "opus":
+		return o, fmt.Errorf("%w: --encoding %q: want pcm16 or opus", errCommandLine, o.encoding)
+	case o.turns < 1:
+		return o, fmt.Errorf("%w: --turns %d: want >= 1", errCommandLine, o.turns)
+	case o.sloMs < 1:
+		return o, fmt.Errorf("%w: --slo-ms %d: want >= 1", errCommandLine, o.sloMs)
+	case o.duration < 0 || o.stagger < 0 || o.pause < 0 || o.bargeIn < 0 || o.turnTimeout <= 0:
+		return o, fmt.Errorf("%w: durations must not be negative", errCommandLine)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "doc" {
+		return runDoc(args[1:], stderr)
+	}
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var qs []question
+	if len(o.wavs) > 0 || o.dir != "" {
+		qs, err = loadQuestions(o.wavs, o.dir)
+	} else {
+		qs, err = generateQuestions(ctx, o.voice, builtinQuestions)
+	}
+	if err != nil {
+		return err
+	}
+	dev, err := newDevice(o)
+	if err != nil {
+		return err
+	}
+	murl, err := metricsURL(o.url)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	progress := io.Writer(stderr)
+	if o.quiet {
+		progress = io.Discard
+	}
+	b := &bench{o: o, qs: qs, dev: dev, metricsURL: murl, progress: progress}
+	var levels []levelStats
+	for _, n := range o.levels {
+		if ctx.Err() != nil {
+			break
+		}
+		st := b.level(ctx, n)
+		levels = append(levels, st)
+		if o.ramp && !withinSLO(st, o.sloMs, finish(levels, o.sloMs).SingleWER) {
+			break
+		}
+	}
+	r := finish(levels, o.sloMs)
+	switch {
+	case o.json:
+		err = writeJSON(stdout, r)
+	case o.markdown:
+		writeMarkdown(stdout, r)
+	default:
+		writeTable(stdout, r)
+	}
+	if err == nil && o.plot != "" {
+		err = writePlot(o.plot, r)
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	return err
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"unicode"
+
+	"github.com/voxpipe/voxpipe/pipeline"
+)
+
+// turnResult is what a device measured for one turn.
+type turnResult struct {
+	Session int
+	Turn    int // the server's turn number
+	// Ref is what was said (empty when unknown), Transcript what the
+	// server's final ASR made of it, Answer the streamed answer text.
+	Ref, Transcript, Answer string
+	// HeardMs: first audible answer sample received − last speech sample
+	// sent, measured by the device; nil when no answer audio came.
+	HeardMs *float64
+	// V2VMs is the server's first_audio_out − speech_end (trace event).
+	V2VMs *float64
+	// Marks are the trace's milliseconds since the server's speech_end.
+	Marks       map[string]float64
+	Interrupted bool
+	// Code is the error event's code when the turn failed ("" = none).
+	Code string
+}
+
+// levelStats summarises one level (N sessions).
+type levelStats struct {
+	Sessions int `json:"sessions"`
+	Turns    int `json:"turns"`
+
+	HeardP50 float64 `json:"heard_p50_ms"`
+	HeardP95 float64 `json:"heard_p95_ms"`
+	HeardP99 float64 `json:"heard_p99_ms"`
+	V2VP50   float64 `json:"v2v_p50_ms"`
+	V2VP95   float64 `json:"v2v_p95_ms"`
+	V2VP99   float64 `json:"v2v_p99_ms"`
+
+	DroppedFrames  int            `json:"dropped_frames"`
+	BufferedFrames int            `json:"buffered_frames,omitempty"`
+	Errors         int            `json:"errors"`
+	ErrorsByCode   map[string]int `json:"errors_by_code,omitempty"`
+	Busy           int            `json:"busy_rejections"`
+	Admitted       int            `json:"sessions_admitted"`
+
+	// Stages: p50/p95 of every trace mark (ms since speech_end).
+	Stages map[string]stageStats `json:"stages,omitempty"`
+
+	// Transcripts: turns with a reference, those whose final transcript
+	// differs from it, and the word error rate over them (percent).
+	Scored           int     `json:"scored_turns"`
+	WrongTranscripts int     `json:"wrong_transcripts"`
+	WER              float64 `json:"wer_pct"`
+
+	ServerCPU   float64    `json:"server_cpu_cores"`       // process_cpu_seconds_total / wall
+	BenchCPU    float64    `json:"voxbench_cpu_per_8"`     // voxbench's own CPU, cores per 8 sessions
+	WallSeconds float64    `json:"wall_s"`                 // the level's duration
+	Load        [2]float64 `json:"load_avg"`               // 1-minute load average at start and end
+	WithinSLO   bool       `json:"within_slo"`             // see withinSLO
+	Interrupted int        `json:"interrupted,omitempty"`  // turns cut by barge-in
+	NoAnswer    int        `json:"no_answer,omitempty"`    // turns with no audible answer
+	HeardAll    []float64  `json:"heard_ms_all,omitempty"` // every turn's heard, in turn order
+	// Wrong lists up to 10 transcripts that differ from their reference.
+	Wrong []wrongTranscript `json:"wrong,omitempty"`
+}
+
+type wrongTranscript struct {
+	Ref string `json:"ref"`
+	Got string `json:"got"`
+}
+
+type stageStats struct {
+	P50 float64 `json:"p50_ms"`
+	P95 float64 `json:"p95_ms"`
+}
+
+// summarise computes a level's latency and transcript figures from its turns.
+func summarise(n int, turns []turnResult) levelStats {
+	st := levelStats{Sessions: n, Turns: len(turns), ErrorsByCode: map[string]int{}, Stages: map[string]stageStats{}}
+	var heard, v2v []float64
+	marks := map[string][]float64{}
+	var errWords, refWords int
+	for _, t := range turns {
+		if t.Code != "" {
+			st.Errors++
+			st.ErrorsByCode[t.Code]++
+		}
+		if t.Interrupted {
+			st.Interrupted++
+		}
+		if t.HeardMs != nil {
+			heard = append(heard, *t.HeardMs)
+			st.HeardAll = append(st.HeardAll, math.Round(*t.HeardMs))
+		} else if t.Code == "" && !t.Interrupted {
+			st.NoAnswer++
+		}
+		if t.V2VMs != nil {
+			v2v = append(v2v, *t.V2VMs)
+		}
+		for m, ms := range t.Marks {
+			marks[m] = append(marks[m], ms)
+		}
+		if t.Ref != "" {
+			e, w := wordErrors(t.Ref, t.Transcript)
+			st.Scored++
+			errWords += e
+			refWords += w
+			if e > 0 {
+				st.WrongTranscripts++
+				if len(st.Wrong) < 10 {
+					st.Wrong = append(st.Wrong, wrongTranscript{Ref: t.Ref, Got: t.Transcript})
+				}
+			}
+		}
+	}
+	st.HeardP50, st.HeardP95, st.HeardP99 = pct(heard, 50), pct(heard, 95), pct(heard, 99)
+	st.V2VP50, st.V2VP95, st.V2VP99 = pct(v2v, 50), pct(v2v, 95), pct(v2v, 99)
+	for m, v := range marks {
+		if m == pipeline.MarkSpeechStart || m == pipeline.MarkSpeechEnd {
+			continue
+		}
+		st.Stages[m] = stageStats{P50: pct(v, 50), P95: pct(v, 95)}
+	}
+	if refWords > 0 {
+		st.WER = round1(100 * float64(errWords) / float64(refWords))
+	}
+	return st
+}
+
+// pct is the p-th percentile of v (nearest rank), rounded to 0.1 ms; 0 for
+// no values.
+func pct(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	rank := int(math.Ceil(p/100*float64(len(s)))) - 1
+	rank = min(max(rank, 0), len(s)-1)
+	return round1(s[rank])
+}
+
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// normWords lower-cases s and splits it into words, dropping punctuation
+// (the recogniser's output has none; references are written text).
+func normWords(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '\''
+	})
+}
+
+// wordErrors returns the word-level edit distance between the reference
+// and the hypothesis, and the reference's length in words.
+func wordErrors(ref, hyp string) (errs, words int) {
+	r, h := normWords(ref), normWords(hyp)
+	prev := make([]int, len(h)+1)
+	cur := make([]int, len(h)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(r); i++ {
+		cur[0] = i
+		for j := 1; j <= len(h); j++ {
+			sub := prev[j-1]
+			if r[i-1] != h[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(h)], len(r)
+}
