@@ -175,6 +175,9 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 			fail(err)
 			return
 		}
+		if !first {
+			stopWatch() // a wait for the reader below is not the server's idleness
+		}
 		if resp.Usage != nil {
 			usage = &llm.Usage{
 				PromptTokens:     resp.Usage.PromptTokens,

@@ -276,7 +276,10 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 			return false
 		}
 	}
-	onEvent := func() { // after the first token, every event re-arms the idle limit
+	// The limits count only the server's time: the watch stops while a
+	// token waits for the reader, and the idle limit starts after.
+	pause := func() { arm(0, "") }
+	onEvent := func() {
 		if sent {
 			arm(c.cfg.TimeoutIdle, "next token")
 		}
@@ -285,7 +288,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 	stream := !c.cfg.NoStream
 	body := c.body(req, stream, maxTokens)
 	for attempt := 0; ; attempt++ {
-		err := c.attempt(rctx, body, stream, emit, onEvent)
+		err := c.attempt(rctx, body, stream, emit, pause, onEvent)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -313,7 +316,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 
 // attempt sends one request and passes its tokens on. It returns nil when
 // the answer ended (Done sent, or ctx ended).
-func (c *Client) attempt(ctx context.Context, body []byte, stream bool, emit func(llm.Token) bool, onEvent func()) error {
+func (c *Client) attempt(ctx context.Context, body []byte, stream bool, emit func(llm.Token) bool, pause, onEvent func()) error {
 	start := time.Now()
 	var wroteAt atomic.Int64 // set on the transport's goroutine
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(time.Now().UnixNano()) }}
@@ -363,6 +366,7 @@ func (c *Client) attempt(ctx context.Context, body []byte, stream bool, emit fun
 			if firstAt.IsZero() {
 				firstAt = time.Now()
 			}
+			pause()
 			if !emit(llm.Token{Text: text}) {
 				return nil
 			}
@@ -602,7 +606,7 @@ func (p *prefilling) Prefill(ctx context.Context, req llm.Request) (int, error) 
 			usage = t.Usage
 		}
 		return true
-	}, func() {})
+	}, func() {}, func() {})
 	if err != nil {
 		return 0, err
 	}

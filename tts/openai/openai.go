@@ -147,10 +147,16 @@ func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tt
 	have := 0 // bytes in buf not yet passed on
 	total := 0
 	header := isWAV
+	// The watch counts only the server's time, not a wait for the reader
+	// (the pipeline paces audio in real time).
 	send := func(c tts.Chunk) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if !watch.Stop() && context.Cause(rctx) == errQuiet {
+			return errQuiet
+		}
+		defer watch.Reset(s.cfg.Timeout)
 		select {
 		case out <- c:
 			return nil
