@@ -19,6 +19,7 @@ type Event struct {
 	// trace: milliseconds since speech_end for each mark that happened
 	Marks          map[string]float64 `json:"marks,omitempty"`
 	VoiceToVoiceMs *float64           `json:"voice_to_voice_ms,omitempty"`
+	HeardMs        *float64           `json:"heard_ms,omitempty"` // first_audible_out − speech_end
 	Interrupted    bool               `json:"interrupted,omitempty"`
 	// trace: the LLM request's prompt tokens, those reused from the cache,
 	// and those early start prefilled while the person spoke (Trace)

@@ -194,6 +194,7 @@ type toneTTS struct {
 	rate   int
 	wordMs int
 	failOn string // Synthesize fails for a text containing this
+	leadMs int    // silence sent before each text's first word
 	mu     sync.Mutex
 	texts  []string
 }
@@ -209,6 +210,14 @@ func (f *toneTTS) Synthesize(ctx context.Context, text string, out chan<- tts.Ch
 	}
 	per := f.rate * f.wordMs / 1000
 	pos, samples := 0, 0
+	if f.leadMs > 0 {
+		samples = f.rate * f.leadMs / 1000
+		select {
+		case out <- tts.Chunk{PCM: make([]int16, samples)}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	for _, w := range strings.Fields(text) {
 		start := pos + strings.Index(text[pos:], w)
 		pos = start + len(w)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
 // frameDur is the length of every output frame.
@@ -45,6 +47,7 @@ type pacer struct {
 	ticking     bool
 	formatSent  bool
 	flushedUpTo int // turns with an id up to this were cut: drop their audio
+	audibleUpTo int // turns with an id up to this have first_audible_out
 
 	out     chan<- Output
 	reports chan<- pacerReport
@@ -162,6 +165,11 @@ func (p *pacer) pump(ctx context.Context) error {
 			q.t.firstOut = true
 			q.t.trace.mark(MarkFirstAudioOut)
 		}
+		// Checked only until the turn's first audible frame: a frame or two.
+		if q.t.id > p.audibleUpTo && audio.IsAudible(q.pcm, p.cfg.OutputRate) {
+			p.audibleUpTo = q.t.id
+			q.t.trace.mark(MarkFirstAudibleOut)
+		}
 		q.t.sentSamples += len(q.pcm)
 		p.due = later(p.due, now).Add(frameDur)
 	}
@@ -240,6 +248,9 @@ func (p *pacer) sendTrace(ctx context.Context, t *turn) error {
 	}
 	if v2v, ok := tr.VoiceToVoice(); ok {
 		ev.VoiceToVoiceMs = &v2v
+	}
+	if heard, ok := tr.Heard(); ok {
+		ev.HeardMs = &heard
 	}
 	p.obs.TurnTraced(tr) // first: whoever sees the event may read the metrics
 	return p.send(ctx, Output{Event: ev})

@@ -12,6 +12,10 @@ const (
 	MarkTTSFirstChunk   = "tts_first_chunk"
 	MarkTTSFirstAudio   = "tts_first_audio"
 	MarkFirstAudioOut   = "first_audio_out"
+	// MarkFirstAudibleOut is when the first answer frame with an audible
+	// sample (pipeline/audio: AudibleDBFS over AudibleWindowMs windows) was
+	// handed to the transport: what a listener hears first.
+	MarkFirstAudibleOut = "first_audible_out"
 	MarkPlaybackStart   = "playback_start"
 	MarkTurnEnd         = "turn_end"
 	MarkInterrupted     = "interrupted"
@@ -27,5 +31,5 @@ const MarkLLMPrefillEarly = "llm_prefill_early"
 var MarkOrder = []string{
 	MarkSpeechStart, MarkSpeechEnd, MarkASRFirstPartial, MarkASRFinal,
 	MarkLLMRequest, MarkLLMFirstToken, MarkTTSFirstChunk, MarkTTSFirstAudio,
-	MarkFirstAudioOut, MarkPlaybackStart, MarkTurnEnd, MarkInterrupted,
+	MarkFirstAudioOut, MarkFirstAudibleOut, MarkPlaybackStart, MarkTurnEnd, MarkInterrupted,
 }

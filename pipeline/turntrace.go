@@ -98,6 +98,18 @@ func (t Trace) VoiceToVoice() (ms float64, ok bool) {
 	return durationMs(out.Sub(end)), true
 }
 
+// Heard is first_audible_out − speech_end in milliseconds: the server's
+// view of when the answer can first be heard; ok is false when either mark
+// is absent.
+func (t Trace) Heard() (ms float64, ok bool) {
+	end, ok1 := t.Marks[MarkSpeechEnd]
+	out, ok2 := t.Marks[MarkFirstAudibleOut]
+	if !ok1 || !ok2 {
+		return 0, false
+	}
+	return durationMs(out.Sub(end)), true
+}
+
 func durationMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Observer receives a session's measurements (web/metrics implements it). Its

@@ -20,6 +20,7 @@ type Metrics struct {
 	// marks holds voxpipe_<mark>_seconds per trace mark after speech_end.
 	marks          map[string]prometheus.Histogram
 	voiceToVoice   prometheus.Histogram
+	heard          prometheus.Histogram   // first_audible_out - speech_end
 	promptTokens   *prometheus.CounterVec // by whether the turn's request found them cached
 	earlyTokens    prometheus.Counter
 	turns          *prometheus.CounterVec
@@ -84,6 +85,11 @@ func NewMetrics() *Metrics {
 		Help:    "Server-side voice-to-voice latency: first_audio_out - speech_end, per turn.",
 		Buckets: latencyBuckets,
 	})
+	m.heard = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "voxpipe_heard_voice_to_voice_seconds",
+		Help:    "Server-side heard latency: first_audible_out (the first answer frame with an audible sample) - speech_end, per turn.",
+		Buckets: latencyBuckets,
+	})
 	m.promptTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "voxpipe_llm_prompt_tokens_total",
 		Help: "Prompt tokens of the turns' LLM requests, by cache: hit (reused from the KV cache) or miss (computed after the final transcript).",
@@ -113,7 +119,7 @@ func NewMetrics() *Metrics {
 		Help: "WebSocket sessions refused before or at the upgrade, by reason.",
 	}, []string{"reason"})
 	m.registerCapacity()
-	m.registry.MustRegister(m.voiceToVoice, m.promptTokens, m.earlyTokens, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
+	m.registry.MustRegister(m.voiceToVoice, m.heard, m.promptTokens, m.earlyTokens, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range rejectReasons {
 		m.framesRejected.WithLabelValues(r)
@@ -143,6 +149,9 @@ func (m *Metrics) TurnTraced(tr pipeline.Trace) {
 	}
 	if ms, ok := tr.VoiceToVoice(); ok && ms >= 0 {
 		m.voiceToVoice.Observe(ms / 1000)
+	}
+	if ms, ok := tr.Heard(); ok && ms >= 0 {
+		m.heard.Observe(ms / 1000)
 	}
 	if tr.PromptTokens > 0 {
 		m.promptTokens.WithLabelValues("hit").Add(float64(tr.CachedTokens))
