@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,9 +14,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.uber.org/goleak"
 
-	"github.com/voxpipe/voxpipe/asr/asrtest"
 	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline"
@@ -44,9 +45,11 @@ func (m cannedModel) Stream(ctx context.Context, _ llm.Request) (<-chan llm.Toke
 	return out, nil
 }
 
-// TestConverse runs voxclient's whole turn against a real server (sphinx,
-// flite, a canned LLM) with a stereo 22.05 kHz WAV, in both encodings.
-func TestConverse(t *testing.T) {
+// TestJSON runs voxclient against a real server (sphinx, flite, a canned
+// LLM) with a stereo 22.05 kHz WAV and checks what --json prints: every
+// turn, and the first one's fields at the top level. The client's own
+// measurements are tested in internal/voiceclient.
+func TestJSON(t *testing.T) {
 	rec, err := asrsphinx.New(asrsphinx.DefaultConfig())
 	if err != nil {
 		t.Skipf("pocketsphinx unavailable (requires cgo and pocketsphinx-en-us): %v", err)
@@ -57,93 +60,76 @@ func TestConverse(t *testing.T) {
 		t.Skipf("flite unavailable (requires cgo and flite1-dev): %v", err)
 	}
 	defer synth.Close()
-
-	const question = "go forward ten meters"
-	const answer = "Moving forward ten meters now."
-	dir := t.TempDir()
-	wavPath := filepath.Join(dir, "question.wav")
-	// A real recording from pocketsphinx-testdata (16 kHz raw PCM16), made
-	// into a stereo 22.05 kHz WAV so the client has to downmix and resample.
 	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
 	if err != nil {
 		t.Skipf("recording missing (requires pocketsphinx-testdata): %v", err)
 	}
+	dir := t.TempDir()
+	wavPath := filepath.Join(dir, "question.wav")
 	speech := make([]int16, len(raw)/2)
 	for i := range speech {
 		speech[i] = int16(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
 	}
 	writeStereoWAV(t, wavPath, speech, 16000, 22050)
 
-	for _, encoding := range []string{"pcm16", "opus"} {
-		t.Run(encoding, func(t *testing.T) {
-			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-			srv, err := web.New(web.Config{MaxSessions: 2, MaxFrameBytes: 8192, IdleTimeout: 30 * time.Second,
-				Pipeline: pipeline.DefaultConfig()},
-				pipeline.Backends{ASR: rec, LLM: cannedModel{answer}, TTS: synth}, zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := httptest.NewServer(srv.Handler())
-			defer func() {
-				_ = srv.Shutdown(context.Background())
-				hs.Close()
-			}()
-
-			o := options{url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws", wav: wavPath,
-				out: filepath.Join(dir, encoding+".wav"), json: true, encoding: encoding,
-				rate:    map[string]int{"pcm16": 16000, "opus": 48000}[encoding],
-				timeout: 60 * time.Second, tail: 1500 * time.Millisecond}
-			res, err := converse(context.Background(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if errs, n := asrtest.WER(asrtest.Words(question), asrtest.Words(res.Transcript)); 2*errs > n {
-				t.Errorf("transcript %q: %d errors in %d words", res.Transcript, errs, n)
-			}
-			if strings.Join(strings.Fields(res.Answer), " ") != answer {
-				t.Errorf("answer %q, want %q", res.Answer, answer)
-			}
-			for _, mark := range []string{pipeline.MarkSpeechEnd, pipeline.MarkASRFinal, pipeline.MarkFirstAudioOut} {
-				if _, ok := res.Trace[mark]; !ok {
-					t.Errorf("trace lacks %s: %v", mark, res.Trace)
-				}
-			}
-			if res.VoiceToVoiceMs == nil || res.ServerVoiceToVoiceMs == nil {
-				t.Errorf("voice-to-voice missing: client %v server %v", res.VoiceToVoiceMs, res.ServerVoiceToVoiceMs)
-			}
-			f, err := os.Open(o.out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			w, err := audio.DecodeWAV(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if w.SampleRate != o.rate || w.Duration() < 0.5 {
-				t.Errorf("answer WAV: %d Hz, %.2f s", w.SampleRate, w.Duration())
-			}
-			t.Logf("%s: client voice-to-voice %.0f ms, server %.0f ms", encoding, *res.VoiceToVoiceMs, *res.ServerVoiceToVoiceMs)
-		})
+	srv, err := web.New(web.Config{MaxSessions: 2, MaxFrameBytes: 8192, IdleTimeout: 30 * time.Second,
+		Pipeline: pipeline.DefaultConfig()},
+		pipeline.Backends{ASR: rec, LLM: cannedModel{"Moving forward ten meters now."}, TTS: synth}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer func() {
+		_ = srv.Shutdown(context.Background())
+		hs.Close()
+	}()
+	outWAV := filepath.Join(dir, "answer.wav")
+	var stdout bytes.Buffer
+	err = run(context.Background(), []string{"--url", "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws",
+		"--wav", wavPath, "--out", outWAV, "--json"}, &stdout, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Transcript string   `json:"transcript"`
+		HeardMs    *float64 `json:"heard_ms"`
+		Turns      []struct {
+			Transcript     string             `json:"transcript"`
+			Answer         string             `json:"answer"`
+			Trace          map[string]float64 `json:"trace"`
+			VoiceToVoiceMs *float64           `json:"voice_to_voice_ms"`
+			HeardMs        *float64           `json:"heard_ms"`
+		} `json:"turns"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("%v in %s", err, stdout.String())
+	}
+	if len(got.Turns) != 1 || got.Turns[0].Transcript == "" || got.Turns[0].Answer == "" || got.Turns[0].Trace == nil ||
+		got.Turns[0].VoiceToVoiceMs == nil || got.Turns[0].HeardMs == nil {
+		t.Fatalf("turns: %s", stdout.String())
+	}
+	if got.Transcript != got.Turns[0].Transcript || got.HeardMs == nil || *got.HeardMs != *got.Turns[0].HeardMs {
+		t.Errorf("top level is not the first turn: %s", stdout.String())
+	}
+	f, err := os.Open(outWAV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w, err := audio.DecodeWAV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.SampleRate != 16000 || w.Duration() < 0.5 {
+		t.Errorf("answer WAV: %d Hz, %.2f s", w.SampleRate, w.Duration())
 	}
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{}, {"--wav", "x.wav", "--encoding", "mp3"}, {"--nope"}} {
-		if err := run(context.Background(), args); !errors.Is(err, errCommandLine) {
+	for _, args := range [][]string{{}, {"--wav", "x.wav", "--encoding", "mp3"}, {"--nope"}, {"--wav", "x.wav", "--turns", "-1"}} {
+		if err := run(context.Background(), args, io.Discard, io.Discard); !errors.Is(err, errCommandLine) {
 			t.Errorf("run(%q): have %v, want a command-line error", args, err)
 		}
-	}
-}
-
-func TestLastSpeechFrame(t *testing.T) {
-	pcm := make([]int16, 320*10)
-	for i := 320 * 3; i < 320*6; i++ {
-		pcm[i] = int16(8000 * (i%2*2 - 1))
-	}
-	pcm[320*8] = 3 // a click far below the speech: not speech
-	if got := lastSpeechFrame(pcm, 320); got != 5 {
-		t.Fatalf("have %d, want 5", got)
 	}
 }
 

@@ -1,34 +1,45 @@
 // Command voxclient talks to a voxpipe server the way a smart speaker does:
 // it streams a WAV file as microphone audio in real time over the WebSocket,
-// prints the transcript and the streamed answer, "plays" the answer (and
-// saves it with --out), and reports the turn's latency.
+// prints the transcripts and the streamed answers, "plays" the answers (and
+// saves them with --out), and reports every turn's latency. It is a thin
+// command over internal/voiceclient.
 //
 //	voxclient --url ws://127.0.0.1:8080/ws --wav question.wav [--out answer.wav] [--json]
-//	          [--encoding pcm16|opus] [--rate N] [--timeout 60s]
+//	          [--turns N] [--encoding pcm16|opus] [--rate N] [--timeout 60s]
 //
+// It streams the whole file, then --silence of silence, and waits for the
+// trace of every turn the file produced (--turns 1: stop after the first).
 // With --json it prints one object at the end:
 //
-//	{"transcript":..., "answer":..., "trace":{"asr_final":412.3,...},
-//	 "voice_to_voice_ms":..., "server_voice_to_voice_ms":...}
+//	{"turns":[{"transcript":..., "answer":..., "trace":{...},
+//	           "voice_to_voice_ms":..., "heard_ms":..., ...}, ...],
+//	 "transcript":..., "answer":..., "heard_ms":..., ...}
 //
-// voice_to_voice_ms is measured by the client: arrival of the first answer
-// audio frame minus the moment the client sent the last frame of speech in
-// the file (the last frame within 30 dB of the loudest). It therefore
-// includes the server's endpointing wait (pipeline.vad.end_silence_ms) and
-// the network both ways, i.e. what a listener experiences.
-// server_voice_to_voice_ms is the server's first_audio_out − speech_end,
-// where speech_end is when the server's VAD declared the end of speech.
+// where the top-level fields repeat the first turn's. The client measures
+// from the end of the last audible speech sample it sent before the turn's
+// final transcript (audible: pipeline/audio's definition): voice_to_voice_ms
+// to the first answer frame received, heard_ms to when the first audible
+// answer sample plays, played as it arrives. Both include the server's
+// endpointing wait and the network both ways: what a listener experiences.
+// server_voice_to_voice_ms and server_heard_ms are the server's
+// first_audio_out and first_audible_out − speech_end, where speech_end is
+// when the server's VAD declared the end of speech.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sort"
+	"strings"
 	"syscall"
-	"time"
+
+	"github.com/voxpipe/voxpipe/internal/voiceclient"
 )
 
 var version = "dev"
@@ -38,7 +49,7 @@ var errCommandLine = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "voxclient:", err)
@@ -49,19 +60,30 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string) error {
+// output is what --json prints: every turn, and the first one's fields at
+// the top level (what voxclient printed before it reported every turn).
+type output struct {
+	voiceclient.Turn
+	Turns []voiceclient.Turn `json:"turns"`
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("voxclient", flag.ContinueOnError)
-	var o options
-	fs.StringVar(&o.url, "url", "ws://127.0.0.1:8080/ws", "server WebSocket URL")
-	fs.StringVar(&o.wav, "wav", "", "WAV file to speak (PCM16, any rate, mono or stereo); required")
-	fs.StringVar(&o.out, "out", "", "save the answer audio to this WAV file")
-	fs.BoolVar(&o.json, "json", false, "print one JSON object with transcript, answer and latencies at the end")
-	fs.StringVar(&o.encoding, "encoding", "pcm16", "audio encoding on the wire: pcm16 or opus")
-	fs.IntVar(&o.rate, "rate", 0, "client sample rate in Hz, both ways (default: 16000 for pcm16, 48000 for opus)")
-	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up when the turn has not ended this long after the audio was sent")
-	fs.DurationVar(&o.tail, "silence", 1500*time.Millisecond, "silence appended to the file so the server's endpointing fires")
+	fs.SetOutput(stderr)
+	cfg := voiceclient.Config{ClientName: "voxclient", ClientVersion: version, KeepAudio: true}
+	var wav, out string
+	var asJSON bool
+	fs.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server WebSocket URL")
+	fs.StringVar(&wav, "wav", "", "WAV file to speak (PCM16, any rate, mono or stereo); required")
+	fs.StringVar(&out, "out", "", "save the answers' audio, one after another, to this WAV file")
+	fs.BoolVar(&asJSON, "json", false, "print one JSON object with every turn's transcript, answer and latencies at the end")
+	fs.IntVar(&cfg.Turns, "turns", 0, "stop after this many turns (0: stream the whole file and wait for every turn)")
+	fs.StringVar(&cfg.Encoding, "encoding", "pcm16", "audio encoding on the wire: pcm16 or opus")
+	fs.IntVar(&cfg.Rate, "rate", 0, "client sample rate in Hz, both ways (default: 16000 for pcm16, 48000 for opus)")
+	fs.DurationVar(&cfg.Timeout, "timeout", voiceclient.DefaultTimeout, "give up when the last turn has not ended this long after the audio was sent")
+	fs.DurationVar(&cfg.Tail, "silence", voiceclient.DefaultTail, "silence appended to the file so the server's endpointing fires")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: voxclient --wav F [--url ws://HOST:PORT/ws] [--out F] [--json] [--encoding pcm16|opus] [--rate N]")
+		fmt.Fprintln(fs.Output(), "usage: voxclient --wav F [--url ws://HOST:PORT/ws] [--out F] [--json] [--turns N] [--encoding pcm16|opus] [--rate N]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -70,30 +92,78 @@ func run(ctx context.Context, args []string) error {
 		}
 		return fmt.Errorf("%w: %w", errCommandLine, err)
 	}
-	if o.wav == "" {
+	if wav == "" {
 		fs.Usage()
 		return fmt.Errorf("%w: --wav is required", errCommandLine)
 	}
-	switch o.encoding {
+	switch cfg.Encoding {
 	case "pcm16":
-		if o.rate == 0 {
-			o.rate = 16000
+		if cfg.Rate == 0 {
+			cfg.Rate = 16000
 		}
 	case "opus":
-		if o.rate == 0 {
-			o.rate = 48000
+		if cfg.Rate == 0 {
+			cfg.Rate = 48000
 		}
 	default:
-		return fmt.Errorf("%w: --encoding %q (want pcm16 or opus)", errCommandLine, o.encoding)
+		return fmt.Errorf("%w: --encoding %q (want pcm16 or opus)", errCommandLine, cfg.Encoding)
 	}
-
-	res, err := converse(ctx, o)
+	if cfg.Turns < 0 {
+		return fmt.Errorf("%w: --turns %d", errCommandLine, cfg.Turns)
+	}
+	if !asJSON {
+		cfg.Log = stderr
+	}
+	speech, err := voiceclient.LoadWAV(wav, cfg.Rate)
 	if err != nil {
 		return err
 	}
-	if o.json {
-		return printJSON(os.Stdout, res)
+	res, err := voiceclient.Run(ctx, cfg, speech)
+	if err != nil {
+		return err
 	}
-	printSummary(os.Stdout, res)
+	if len(res.Turns) == 0 {
+		return errors.New("no turn: the server recognised no speech in the file")
+	}
+	if out != "" {
+		var pcm []int16
+		for _, t := range res.Turns {
+			pcm = append(pcm, t.Audio...)
+		}
+		if err := voiceclient.SaveWAV(out, pcm, cfg.Rate); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(output{Turn: res.Turns[0], Turns: res.Turns})
+	}
+	for _, t := range res.Turns {
+		printSummary(stdout, t)
+	}
 	return nil
+}
+
+func printSummary(w io.Writer, t voiceclient.Turn) {
+	marks := make([]string, 0, len(t.Trace))
+	for name := range t.Trace {
+		marks = append(marks, name)
+	}
+	sort.Slice(marks, func(i, j int) bool { return t.Trace[marks[i]] < t.Trace[marks[j]] })
+	var b strings.Builder
+	for _, name := range marks {
+		fmt.Fprintf(&b, "  %-18s %8.1f ms\n", name, t.Trace[name])
+	}
+	fmt.Fprintf(w, "turn %d: %q\ntrace (ms since the server's speech_end):\n%s", t.Turn, t.Transcript, b.String())
+	line := func(what string, ms *float64) {
+		if ms != nil {
+			fmt.Fprintf(w, "%s: %.0f ms\n", what, *ms)
+		}
+	}
+	line("heard, client (first audible answer sample played - last speech sent)", t.HeardMs)
+	line("voice-to-voice, client (first answer frame - last speech sent)", t.VoiceToVoiceMs)
+	line("heard, server (first_audible_out - speech_end)", t.ServerHeardMs)
+	line("voice-to-voice, server (first_audio_out - speech_end)", t.ServerVoiceToVoiceMs)
+	fmt.Fprintf(w, "answer audio: %.1f s\n", t.AnswerAudioMs/1000)
 }

@@ -1,0 +1,156 @@
+package voiceclient
+
+import (
+	"time"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+)
+
+// Meter measures a device's latencies from the audio it sends and receives:
+// call Sent for every microphone frame, EndOfSpeech when the server reports
+// a turn's final transcript, and Received for every answer frame. It is not
+// safe for concurrent use, and allocates nothing per frame.
+type Meter struct {
+	inRate, outRate int
+
+	// ends holds, for every stretch of audible audio sent, when its last
+	// audible sample was captured (a stretch ends at a frame with nothing
+	// audible); last is the latest audible sample, inRun whether the
+	// stretch it ends is still going on.
+	ends  []time.Time
+	last  time.Time
+	inRun bool
+
+	cur   int // turn of the answer audio arriving now
+	turns map[int]*turnTiming
+}
+
+// turnTiming is what Meter knows of one turn.
+type turnTiming struct {
+	speechEnd  time.Time // last audible sample sent before the final transcript
+	firstAudio time.Time // first answer frame received
+	heard      time.Time // when its first audible sample plays
+	samples    int       // answer samples received
+}
+
+// NewMeter returns a Meter for microphone audio at inRate and answer audio
+// at outRate.
+func NewMeter(inRate, outRate int) *Meter {
+	return &Meter{inRate: inRate, outRate: outRate, turns: map[int]*turnTiming{}}
+}
+
+func (m *Meter) turn(id int) *turnTiming {
+	t, ok := m.turns[id]
+	if !ok {
+		t = &turnTiming{}
+		m.turns[id] = t
+	}
+	return t
+}
+
+// Sent records a microphone frame sent at at; its last sample was captured
+// just before.
+func (m *Meter) Sent(pcm []int16, at time.Time) {
+	end := audio.AudibleEnd(pcm, m.inRate)
+	if end == 0 {
+		if m.inRun {
+			m.ends = append(m.ends, m.last)
+			m.inRun = false
+		}
+		return
+	}
+	m.last, m.inRun = at.Add(-samplesDur(len(pcm)-end, m.inRate)), true
+}
+
+// EndOfSpeech says that turn's speech had ended by at: the last audible
+// sample sent before at ends it. Call it when the turn's final transcript
+// arrives, and again, more precisely, with the server's speech_end on the
+// client's clock once the trace tells it (the final's arrival minus its
+// asr_final mark): a slow recogniser's final may come after the next
+// question began.
+func (m *Meter) EndOfSpeech(turn int, at time.Time) {
+	t := m.turn(turn)
+	if m.inRun && !m.last.After(at) {
+		t.speechEnd = m.last
+		return
+	}
+	for i := len(m.ends) - 1; i >= 0; i-- {
+		if !m.ends[i].After(at) {
+			t.speechEnd = m.ends[i]
+			return
+		}
+	}
+}
+
+// Answering says that the answer audio arriving from now on is turn's (the
+// server's answer events announce it).
+func (m *Meter) Answering(turn int) { m.cur = turn }
+
+// Received records an answer frame that arrived at at and returns whether
+// it is the turn's first. The device plays frames as they come, one after
+// another: a sample plays at the later of its arrival and the end of the
+// samples before it.
+func (m *Meter) Received(pcm []int16, at time.Time) (first bool) {
+	t := m.turn(m.cur)
+	first = t.firstAudio.IsZero()
+	if first {
+		t.firstAudio = at
+	}
+	if t.heard.IsZero() {
+		if i := audio.FirstAudible(pcm, m.outRate); i >= 0 {
+			queued := t.firstAudio.Add(samplesDur(t.samples+i, m.outRate))
+			t.heard = later(at.Add(samplesDur(i, m.outRate)), queued)
+		}
+	}
+	t.samples += len(pcm)
+	return first
+}
+
+// PlayedMs is how much of turn's answer has played by now, if the device
+// plays as audio arrives: what arrived, and no more than real time since
+// its first frame.
+func (m *Meter) PlayedMs(turn int, now time.Time) float64 {
+	t := m.turn(turn)
+	got := float64(t.samples) * 1000 / float64(m.outRate)
+	if t.firstAudio.IsZero() {
+		return got
+	}
+	return min(got, float64(now.Sub(t.firstAudio).Milliseconds()))
+}
+
+// VoiceToVoiceMs is the first answer frame's arrival minus the end of
+// speech; ok is false until both are known.
+func (m *Meter) VoiceToVoiceMs(turn int) (ms float64, ok bool) {
+	t := m.turn(turn)
+	return sinceMs(t.speechEnd, t.firstAudio)
+}
+
+// HeardMs is when the answer's first audible sample played minus the end of
+// speech; ok is false until both are known.
+func (m *Meter) HeardMs(turn int) (ms float64, ok bool) {
+	t := m.turn(turn)
+	return sinceMs(t.speechEnd, t.heard)
+}
+
+// AnswerMs is how much answer audio turn received.
+func (m *Meter) AnswerMs(turn int) float64 {
+	return float64(m.turn(turn).samples) * 1000 / float64(m.outRate)
+}
+
+func sinceMs(from, to time.Time) (float64, bool) {
+	if from.IsZero() || to.IsZero() {
+		return 0, false
+	}
+	return float64(to.Sub(from).Microseconds()) / 1000, true
+}
+
+func samplesDur(n, rate int) time.Duration {
+	return time.Duration(int64(n) * int64(time.Second) / int64(rate))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
