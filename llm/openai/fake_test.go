@@ -134,6 +134,7 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev("[DONE]")
+	time.Sleep(5 * time.Millisecond) // the body ends a little later, as with real servers
 }
 
 func (f *fakeServer) requests() int { return int(f.n.Load()) }

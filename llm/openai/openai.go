@@ -414,6 +414,9 @@ func (c *Client) attempt(ctx context.Context, body []byte, stream bool, emit fun
 	err = readSSE(resp.Body, func(data []byte) (bool, error) {
 		if string(data) == "[DONE]" {
 			done()
+			// Read to the body's end, so the connection goes back to the
+			// pool (a closed one costs the next turn a handshake).
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			return true, nil
 		}
 		var ch wireChunk

@@ -3,7 +3,10 @@ package openai
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +294,26 @@ func TestBadBaseURL(t *testing.T) {
 		if _, err := NewClient(Config{BaseURL: u}); err == nil {
 			t.Errorf("base_url %q accepted", u)
 		}
+	}
+}
+
+// TestConnectionReused: after a finished stream the connection goes back
+// to the pool, so the next turn pays no new handshake.
+func TestConnectionReused(t *testing.T) {
+	f := newFakeServer(t, step{words: words})
+	var conns atomic.Int32
+	f.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	c := client(t, f, nil)
+	for range 3 {
+		if r := ask(t, c); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 3 requests", n)
 	}
 }
