@@ -169,6 +169,10 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 				usage = &llm.Usage{}
 			}
 			send(llm.Token{Done: true, Usage: usage})
+			// The body's end, so the connection goes back to the pool.
+			if stream.Response != nil {
+				_, _ = io.Copy(io.Discard, io.LimitReader(stream.Response.Body, 64<<10))
+			}
 			return
 		}
 		if err != nil {
