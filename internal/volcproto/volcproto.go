@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Message types (high nibble of byte 1).
@@ -86,16 +87,27 @@ var (
 	ErrSize    = errors.New("volcproto: size field out of range")
 )
 
+// gzipWriters are reused: a new writer allocates ~800 KB of compressor
+// state, and the ASR gzips a packet every 200 ms per session. BestSpeed:
+// PCM hardly compresses, so a higher level only costs CPU.
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed)
+	return zw
+}}
+
 // Encode builds the bytes of f (header size 1 word, version 1).
 func Encode(f Frame) ([]byte, error) {
 	payload := f.Payload
 	if f.Comp == CompGzip {
 		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		if _, err := zw.Write(payload); err != nil {
-			return nil, err
+		zw := gzipWriters.Get().(*gzip.Writer)
+		zw.Reset(&buf)
+		_, err := zw.Write(payload)
+		if err == nil {
+			err = zw.Close()
 		}
-		if err := zw.Close(); err != nil {
+		gzipWriters.Put(zw)
+		if err != nil {
 			return nil, err
 		}
 		payload = buf.Bytes()
