@@ -18,6 +18,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/web/access"
+	"github.com/voxpipe/voxpipe/web/xiaozhi"
 )
 
 // Config configures a Server.
@@ -57,6 +58,9 @@ type Config struct {
 	// Admission refuses sessions the server could not serve in time
 	// (admission.go); the zero value admits up to MaxSessions.
 	Admission AdmissionConfig
+	// Xiaozhi, when set, serves ESP32 xiaozhi devices (OTA + WebSocket,
+	// web/xiaozhi); their sessions count against MaxSessions too.
+	Xiaozhi *xiaozhi.Config
 }
 
 const (
@@ -88,11 +92,12 @@ type Server struct {
 	// handlers counts running WebSocket handlers, for Shutdown to wait on.
 	handlers sync.WaitGroup
 
-	// mu guards conns, rtcs, reserved and closing.
+	// mu guards conns, rtcs, devices, reserved and closing.
 	mu       sync.Mutex
 	conns    map[*conn]struct{}
 	rtcs     map[*rtcSession]struct{}
-	reserved int // slots taken, including upgrades in progress
+	devices  map[*device]struct{} // xiaozhi connections (transport.go)
+	reserved int                  // slots taken, including upgrades in progress
 	closing  bool
 	draining bool // Drain: new sessions refused, running ones go on
 }
@@ -125,6 +130,7 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		metrics:  NewMetrics(),
 		conns:    map[*conn]struct{}{},
 		rtcs:     map[*rtcSession]struct{}{},
+		devices:  map[*device]struct{}{},
 		mux:      http.NewServeMux(),
 	}
 	s.transportMetrics = newTransportMetrics(s.metrics.Registry())
@@ -163,6 +169,11 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 	if cfg.API != nil {
 		s.mux.Handle("/v1/", cfg.API)
 	}
+	if cfg.Xiaozhi != nil {
+		if err := s.mountXiaozhi(*cfg.Xiaozhi); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -176,7 +187,7 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 func (s *Server) ActiveSessions() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.activeLocked()
+	return len(s.conns) + len(s.rtcs) + len(s.devices)
 }
 
 // Shutdown refuses new sessions, cancels every running one (each client gets
@@ -206,6 +217,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	for rs := range s.rtcs {
 		rs.cancel() // already cancelled through baseCtx; serve closes the peer
+	}
+	for d := range s.devices {
+		d.closeNow()
 	}
 	s.mu.Unlock()
 	<-done
@@ -257,7 +271,7 @@ func (s *Server) track(c *conn, live bool) bool {
 	return true
 }
 
-func (s *Server) activeLocked() int { return len(s.conns) + len(s.rtcs) }
+func (s *Server) activeLocked() int { return len(s.conns) + len(s.rtcs) + len(s.devices) }
 
 // trackRTC is track for WebRTC sessions.
 func (s *Server) trackRTC(rs *rtcSession, live bool) bool {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/web/internal/voice"
+	"github.com/voxpipe/voxpipe/web/xiaozhi"
 )
 
 // What the transports share beyond web/internal/voice: the audio event's
@@ -117,4 +118,53 @@ func (o *transportObserver) TurnTraced(tr pipeline.Trace) {
 	} else {
 		o.completed.Inc()
 	}
+}
+
+// device is a live xiaozhi connection, for Shutdown to cut.
+type device struct{ closeNow func() }
+
+// mountXiaozhi serves xiaozhi devices on the server's pipeline, session
+// slots and metrics.
+func (s *Server) mountXiaozhi(cfg xiaozhi.Config) error {
+	h, err := xiaozhi.New(cfg, xiaozhi.Host{
+		Backends: s.backends,
+		Pipeline: s.cfg.Pipeline,
+		Observer: s.observer(transportXiaozhi),
+		Reserve: func() (func(), string) {
+			if reason := s.reserve(); reason != "" {
+				s.metrics.sessionRejected(reason)
+				return nil, refusalMessage(reason, s.cfg.MaxSessions)
+			}
+			return s.release, ""
+		},
+		Track: func(closeNow func()) (func(), bool) {
+			d := &device{closeNow: closeNow}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.closing {
+				return nil, false
+			}
+			s.devices[d] = struct{}{}
+			s.metrics.activeSessions.Set(float64(s.activeLocked()))
+			return func() {
+				s.mu.Lock()
+				delete(s.devices, d)
+				s.metrics.activeSessions.Set(float64(s.activeLocked()))
+				s.mu.Unlock()
+			}, true
+		},
+		Base:          s.baseCtx,
+		Log:           s.log.With().Str("transport", transportXiaozhi).Logger(),
+		Rejected:      s.metrics.frameRejected,
+		Dropped:       s.metrics.FrameDropped,
+		OpusBitrate:   s.cfg.OpusBitrate,
+		MaxFrameBytes: s.cfg.MaxFrameBytes,
+		IdleTimeout:   s.cfg.IdleTimeout,
+		WriteTimeout:  s.cfg.WriteTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	h.Mount(s.mux)
+	return nil
 }

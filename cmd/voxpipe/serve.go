@@ -17,6 +17,7 @@ import (
 	"github.com/voxpipe/voxpipe/internal/logging"
 	"github.com/voxpipe/voxpipe/llm/openaiapi"
 	"github.com/voxpipe/voxpipe/web"
+	"github.com/voxpipe/voxpipe/web/xiaozhi"
 )
 
 const (
@@ -136,6 +137,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		MaxFrameBytes: cfg.Server.MaxFrameBytes,
 		IdleTimeout:   cfg.Server.IdleTimeout,
 		RTC:           rtcConfig(cfg.Server.RTC),
+		Xiaozhi:       xiaozhiConfig(cfg.Server.Xiaozhi),
 		Pipeline:      pc,
 		API:           openaiapi.NewWithLimits(be.LLM, id, log.With().Str("component", "openaiapi").Logger(), apiLim),
 		Access:        acc,
@@ -189,6 +191,19 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// xiaozhiConfig maps server.xiaozhi onto the device endpoints; nil when off.
+func xiaozhiConfig(c config.Xiaozhi) *xiaozhi.Config {
+	if !c.Enabled {
+		return nil
+	}
+	xc := xiaozhi.DefaultConfig()
+	xc.OTAPath, xc.WSPath, xc.WebSocketURL, xc.Token = c.OTAPath, c.WSPath, c.WebSocketURL, c.Token
+	xc.ProtocolVersion, xc.Devices, xc.AllowedDevices = c.ProtocolVersion, c.Devices, c.AllowedDevices
+	xc.OutputRate, xc.HelloTimeout, xc.TTSStartLead = c.OutputRate, c.HelloTimeout, c.TTSStartLead
+	xc.IdleTimeout, xc.Emotion = c.IdleTimeout, c.Emotion
+	return &xc
 }
 
 // rtcConfig maps the server.rtc section onto the WebRTC transport's config.

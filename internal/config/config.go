@@ -58,6 +58,25 @@ type Server struct {
 	// Admission and the admin listener (capacity.go).
 	Admission Admission `yaml:"admission"`
 	AdminAddr string    `yaml:"admin_addr"` // /debug/pprof; empty = off
+	// Xiaozhi serves ESP32 xiaozhi devices (OTA + WebSocket).
+	Xiaozhi Xiaozhi `yaml:"xiaozhi"`
+}
+
+// Xiaozhi configures the xiaozhi device endpoints (web/xiaozhi, docs/xiaozhi.md).
+type Xiaozhi struct {
+	Enabled         bool          `yaml:"enabled"`
+	OTAPath         string        `yaml:"ota_path"`         // the device's OTA address path
+	WSPath          string        `yaml:"ws_path"`          // the device WebSocket path
+	WebSocketURL    string        `yaml:"websocket_url"`    // handed out by OTA; "" = ws://<request Host><ws_path>
+	Token           string        `yaml:"token"`            // handed out by OTA, required on the WebSocket when set
+	ProtocolVersion int           `yaml:"protocol_version"` // binary framing 1, 2 or 3
+	Devices         string        `yaml:"devices"`          // open | allow_list
+	AllowedDevices  []string      `yaml:"allowed_devices"`  // device ids (MACs) for allow_list
+	OutputRate      int           `yaml:"output_rate"`      // answer Opus rate: 16000 | 24000
+	HelloTimeout    time.Duration `yaml:"hello_timeout"`
+	TTSStartLead    time.Duration `yaml:"tts_start_lead"`
+	IdleTimeout     time.Duration `yaml:"idle_timeout"`
+	Emotion         string        `yaml:"emotion"` // llm emotion per turn; "" = none
 }
 
 // Auth configures API keys for /ws, /rtc/offer, /v1 and the token endpoint.
@@ -237,6 +256,9 @@ func Default() Config {
 			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second},
 			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
 			Admission:      Admission{TargetUtilization: 0.8, SessionCPU: 0.25, MaxV2VMs: 0},
+			Xiaozhi: Xiaozhi{Enabled: true, OTAPath: "/xiaozhi/ota/", WSPath: "/xiaozhi/v1/", ProtocolVersion: 1,
+				Devices: "open", AllowedDevices: []string{}, OutputRate: 24000, HelloTimeout: 10 * time.Second,
+				TTSStartLead: 100 * time.Millisecond, IdleTimeout: 120 * time.Second, Emotion: "neutral"},
 		},
 		Telemetry: Telemetry{ServiceName: "voxpipe"},
 		Log:       Log{Level: "info", Format: "auto"},

@@ -91,6 +91,31 @@ func (c *Config) Validate() error {
 	v.intRange("server.api.max_stops", s.API.MaxStops, 0, 4)
 	v.intRange("server.api.max_tokens", s.API.MaxTokens, 0, 1<<20)
 
+	if xz := c.Server.Xiaozhi; xz.Enabled {
+		for key, path := range map[string]string{"server.xiaozhi.ota_path": xz.OTAPath, "server.xiaozhi.ws_path": xz.WSPath} {
+			if len(path) < 2 || path[0] != '/' {
+				v.fail(key, "want an absolute path such as /xiaozhi/v1/ (got %q)", path)
+			}
+		}
+		if xz.OTAPath == xz.WSPath {
+			v.fail("server.xiaozhi.ws_path", "must differ from ota_path (both %q)", xz.WSPath)
+		}
+		if u := xz.WebSocketURL; u != "" && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
+			v.fail("server.xiaozhi.websocket_url", "want ws://HOST:PORT/PATH or wss://..., or empty (got %q)", u)
+		}
+		v.intRange("server.xiaozhi.protocol_version", xz.ProtocolVersion, 1, 3)
+		v.oneOf("server.xiaozhi.devices", xz.Devices, "open", "allow_list")
+		if xz.Devices == "allow_list" && len(xz.AllowedDevices) == 0 {
+			v.fail("server.xiaozhi.allowed_devices", "devices is allow_list but the list is empty")
+		}
+		if xz.OutputRate != 16000 && xz.OutputRate != 24000 {
+			v.fail("server.xiaozhi.output_rate", "want 16000 or 24000 (got %d)", xz.OutputRate)
+		}
+		v.durRange("server.xiaozhi.hello_timeout", xz.HelloTimeout, time.Second, time.Minute)
+		v.durRange("server.xiaozhi.tts_start_lead", xz.TTSStartLead, 0, time.Second)
+		v.durRange("server.xiaozhi.idle_timeout", xz.IdleTimeout, time.Second, 24*time.Hour)
+	}
+
 	v.nonEmpty("llm.backend", c.LLM.Backend)
 	e := c.LLM.Engine
 	if c.LLM.Backend == "engine" {
