@@ -1,0 +1,64 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/voxpipe/voxpipe/web/xiaozhi"
+)
+
+// TestXiaozhiMounted serves a device beside /ws: the OTA answer points at
+// the mounted WebSocket, the hello is answered, and device sessions share
+// MaxSessions with the WebSocket ones (a full server refuses the device).
+func TestXiaozhiMounted(t *testing.T) {
+	checkLeaks(t)
+	ts := newTestServer(t, nil, func(c *Config) {
+		xc := xiaozhi.DefaultConfig()
+		c.Xiaozhi = &xc
+		c.MaxSessions = 1
+	})
+	resp, err := http.Post(ts.http.URL+"/xiaozhi/ota/", "application/json", strings.NewReader(`{"mac_address":"24:0a:c4:12:34:56"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ota struct {
+		WebSocket struct{ URL string } `json:"websocket"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&ota)
+	_ = resp.Body.Close()
+	want := "ws" + strings.TrimPrefix(ts.http.URL, "http") + "/xiaozhi/v1/"
+	if resp.StatusCode != 200 || ota.WebSocket.URL != want {
+		t.Fatalf("OTA: %d, websocket url %q, want %q", resp.StatusCode, ota.WebSocket.URL, want)
+	}
+	h := http.Header{"Device-Id": {"24:0a:c4:12:34:56"}, "Protocol-Version": {"1"}}
+	dev, resp, err := websocket.DefaultDialer.Dial(ota.WebSocket.URL, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	sendJSON(t, dev, map[string]any{"type": "hello", "version": 1, "transport": "websocket",
+		"audio_params": map[string]any{"format": "opus", "sample_rate": 16000, "channels": 1, "frame_duration": 60}})
+	_ = dev.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, data, err := dev.ReadMessage()
+	if err != nil || !strings.Contains(string(data), `"type":"hello"`) || !strings.Contains(string(data), `"transport":"websocket"`) {
+		t.Fatalf("hello reply %s, %v", data, err)
+	}
+	if n := ts.srv.ActiveSessions(); n != 1 {
+		t.Errorf("%d active sessions, want the device's 1", n)
+	}
+	// The only slot is the device's: /ws is refused, and so is a second device.
+	if _, resp, err := websocket.DefaultDialer.Dial(ts.url, nil); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/ws beside a device on a 1-session server: %v", err)
+	}
+	if _, resp, err := websocket.DefaultDialer.Dial(ota.WebSocket.URL, h); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("second device on a 1-session server: %v", err)
+	}
+	_ = dev.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	_ = dev.Close()
+	waitIdle(t, ts.srv)
+}
