@@ -70,7 +70,7 @@ func maskedFrame(payload []byte) []byte {
 }
 
 // BenchmarkDeviceUplinkPacket is one 60 ms device packet through the
-// reader: WebSocket read, v2 header, Opus decode into the ring, queued for
+// reader: WebSocket frame read (frameReader), v2 header, Opus decode into the ring, queued for
 // the session (drained by a stand-in).
 func BenchmarkDeviceUplinkPacket(b *testing.B) {
 	p := newBenchPair(b, 2)
@@ -99,14 +99,11 @@ func BenchmarkDeviceUplinkPacket(b *testing.B) {
 			}
 		}
 	}()
+	fr := newFrameReader(c.ws.NetConn())
 	one := func() {
-		typ, r, err := c.ws.NextReader()
-		if err != nil || typ != websocket.BinaryMessage {
-			b.Fatal(typ, err)
-		}
-		n, err := voice.ReadUpTo(r, c.readBuf)
-		if err != nil {
-			b.Fatal(err)
+		op, n, err := fr.next(c.readBuf, nil)
+		if err != nil || op != opBinary {
+			b.Fatal(op, err)
 		}
 		c.handleAudio(c.readBuf[:n])
 	}

@@ -3,6 +3,7 @@ package xiaozhi
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -106,7 +107,7 @@ func newConn(h *Handler, ws *websocket.Conn, deviceID, clientID string, version 
 		mcp:     make(chan []byte, ctrlQueue),
 		out:     make(chan pipeline.Output),
 		runErr:  make(chan error, 1),
-		readBuf: make([]byte, h.host.MaxFrameBytes+1),
+		readBuf: make([]byte, h.host.MaxFrameBytes),
 		mode:    modeAuto,
 	}
 	c.ctx, c.cancel = context.WithCancel(h.host.Base)
@@ -129,29 +130,53 @@ func (c *conn) serve() {
 	c.log.Debug().Msg("xiaozhi device disconnected")
 }
 
+// readLoop is the connection's only reader (frameReader, on the raw
+// connection; see wsread.go).
 func (c *conn) readLoop() {
 	defer close(c.ctrl)
 	// The hello must come first, within HelloTimeout.
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.h.cfg.HelloTimeout))
-	c.ws.SetPongHandler(func(string) error {
-		c.extendDeadline()
-		return nil
-	})
 	stop := context.AfterFunc(c.ctx, func() { _ = c.ws.SetReadDeadline(time.Now().Add(closeGrace)) })
 	defer stop()
+	fr := newFrameReader(c.ws.NetConn())
+	onControl := func(op byte, payload []byte) {
+		if op == opPing {
+			_ = c.ws.WriteControl(websocket.PongMessage, payload, time.Now().Add(c.h.host.WriteTimeout))
+		}
+		if c.started {
+			c.extendDeadline()
+		}
+	}
 	for {
-		typ, r, err := c.ws.NextReader()
-		if err != nil {
-			var ne interface{ Timeout() bool }
-			switch {
-			case c.ctx.Err() != nil || c.draining:
-			case !c.started && errors.As(err, &ne) && ne.Timeout():
-				c.log.Info().Dur("timeout", c.h.cfg.HelloTimeout).Msg("xiaozhi device sent no hello")
-				c.send(ctrlMsg{kind: ctrlClose, code: websocket.ClosePolicyViolation,
-					msg: errorMessage{Type: typeError, Code: pipeline.CodeNotStarted, Message: "no hello within " + c.h.cfg.HelloTimeout.String(), SessionID: c.id}})
-			case !websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway, websocket.CloseNoStatusReceived):
-				c.log.Info().Err(err).Msg("xiaozhi websocket ended without a close")
+		op, n, err := fr.next(c.readBuf, onControl)
+		var ne interface{ Timeout() bool }
+		switch {
+		case err == nil && op == opClose:
+			code := websocket.CloseNoStatusReceived
+			if n >= 2 {
+				code = int(binary.BigEndian.Uint16(fr.control[:2]))
 			}
+			c.log.Debug().Int("code", code).Msg("device closed the websocket")
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(c.h.host.WriteTimeout))
+			return
+		case errors.Is(err, errTooBig):
+			if !c.draining {
+				c.reject(pipeline.CodeTooLarge, fmt.Sprintf("message over %d bytes", c.h.host.MaxFrameBytes), websocket.CloseMessageTooBig)
+			}
+			continue
+		case errors.Is(err, errProtocol):
+			c.log.Info().Err(err).Msg("xiaozhi websocket protocol error")
+			c.send(ctrlMsg{kind: ctrlClose, code: websocket.CloseProtocolError})
+			return
+		case err != nil && (c.ctx.Err() != nil || c.draining):
+			return
+		case err != nil && !c.started && errors.As(err, &ne) && ne.Timeout():
+			c.log.Info().Dur("timeout", c.h.cfg.HelloTimeout).Msg("xiaozhi device sent no hello")
+			c.send(ctrlMsg{kind: ctrlClose, code: websocket.ClosePolicyViolation,
+				msg: errorMessage{Type: typeError, Code: pipeline.CodeNotStarted, Message: "no hello within " + c.h.cfg.HelloTimeout.String(), SessionID: c.id}})
+			return
+		case err != nil:
+			c.log.Info().Err(err).Msg("xiaozhi websocket ended without a close")
 			return
 		}
 		if c.draining {
@@ -160,17 +185,7 @@ func (c *conn) readLoop() {
 		if c.started {
 			c.extendDeadline()
 		}
-		n, err := voice.ReadUpTo(r, c.readBuf)
-		if err != nil {
-			c.log.Debug().Err(err).Msg("xiaozhi read failed")
-			return
-		}
-		if n > c.h.host.MaxFrameBytes {
-			c.reject(pipeline.CodeTooLarge, fmt.Sprintf("message over %d bytes", c.h.host.MaxFrameBytes), websocket.CloseMessageTooBig)
-			c.draining = true
-			continue
-		}
-		if typ == websocket.TextMessage {
+		if op == opText {
 			c.handleText(c.readBuf[:n])
 		} else {
 			c.handleAudio(c.readBuf[:n])
