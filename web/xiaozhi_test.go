@@ -13,14 +13,17 @@ import (
 )
 
 // TestXiaozhiMounted serves a device beside /ws: the OTA answer points at
-// the mounted WebSocket, the hello is answered, and device sessions share
-// MaxSessions with the WebSocket ones (a full server refuses the device).
+// the mounted WebSocket, the hello is answered, device sessions share
+// MaxSessions with the WebSocket ones (a full server refuses the device),
+// and API keys, which devices cannot send, guard /ws but not the device
+// endpoints (they check the device token themselves).
 func TestXiaozhiMounted(t *testing.T) {
 	checkLeaks(t)
 	ts := newTestServer(t, nil, func(c *Config) {
 		xc := xiaozhi.DefaultConfig()
 		c.Xiaozhi = &xc
 		c.MaxSessions = 1
+		c.Access.Keys = []string{"api-key"}
 	})
 	resp, err := http.Post(ts.http.URL+"/xiaozhi/ota/", "application/json", strings.NewReader(`{"mac_address":"24:0a:c4:12:34:56"}`))
 	if err != nil {
@@ -51,8 +54,12 @@ func TestXiaozhiMounted(t *testing.T) {
 	if n := ts.srv.ActiveSessions(); n != 1 {
 		t.Errorf("%d active sessions, want the device's 1", n)
 	}
-	// The only slot is the device's: /ws is refused, and so is a second device.
-	if _, resp, err := websocket.DefaultDialer.Dial(ts.url, nil); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
+	// /ws needs the key; with it, the only slot is the device's: refused,
+	// and so is a second device.
+	if _, resp, err := websocket.DefaultDialer.Dial(ts.url, nil); err == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("/ws without an API key: %v", err)
+	}
+	if _, resp, err := websocket.DefaultDialer.Dial(ts.url, http.Header{"Authorization": {"Bearer api-key"}}); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("/ws beside a device on a 1-session server: %v", err)
 	}
 	if _, resp, err := websocket.DefaultDialer.Dial(ota.WebSocket.URL, h); err == nil || resp.StatusCode != http.StatusServiceUnavailable {

@@ -74,6 +74,13 @@ func New(cfg Config, host Host) (*Handler, error) {
 	return h, nil
 }
 
+// OTAPath and WSPath are where Mount serves the endpoints (the OTA path is
+// a prefix: its activate endpoint lies below it).
+func (h *Handler) OTAPath() string { return h.cfg.OTAPath }
+
+// WSPath is the device WebSocket's path.
+func (h *Handler) WSPath() string { return h.cfg.WSPath }
+
 // Mount adds the endpoints to mux.
 func (h *Handler) Mount(mux *http.ServeMux) {
 	mux.HandleFunc(h.cfg.OTAPath, h.serveOTA)
