@@ -66,7 +66,22 @@ type levelStats struct {
 	HeardAll    []float64  `json:"heard_ms_all,omitempty"` // every turn's heard, in turn order
 	// Wrong lists up to 10 transcripts that differ from their reference.
 	Wrong []wrongTranscript `json:"wrong,omitempty"`
+	// Regressed counts turns whose transcript is worse than the same
+	// question's at one session (finish; a question the 1-session level
+	// did not ask is compared with its best transcript at any level).
+	Regressed int `json:"regressed_transcripts"`
+
+	scoredTurns []scoredTurn // per turn, for Regressed
 }
+
+// scoredTurn is one turn's word errors against its reference.
+type scoredTurn struct {
+	ref         string
+	errs, words int
+}
+
+// rate is the turn's word error rate.
+func (t scoredTurn) rate() float64 { return float64(t.errs) / float64(max(t.words, 1)) }
 
 type wrongTranscript struct {
 	Ref string `json:"ref"`
@@ -107,6 +122,7 @@ func summarise(n int, turns []turnResult) levelStats {
 		if t.Ref != "" {
 			e, w := wordErrors(t.Ref, t.Transcript)
 			st.Scored++
+			st.scoredTurns = append(st.scoredTurns, scoredTurn{ref: t.Ref, errs: e, words: w})
 			errWords += e
 			refWords += w
 			if e > 0 {

@@ -94,7 +94,7 @@ func TestSummariseAndSLO(t *testing.T) {
 	}
 	// A dropped frame or an unknown count (-1) is never within the SLO.
 	one.DroppedFrames = -1
-	if withinSLO(one, 800, -1) {
+	if withinSLO(one, 800) {
 		t.Error("unknown dropped frames counted as none")
 	}
 }
@@ -157,5 +157,20 @@ func TestDocSections(t *testing.T) {
 	tbl := goBenchTable([]byte("goos: linux\npkg: github.com/voxpipe/voxpipe/pipeline/audio\nBenchmarkVAD-2   \t  1000\t  1234 ns/op\t  0 B/op\t  0 allocs/op\nPASS\n"))
 	if !strings.Contains(tbl, "| pipeline/audio | BenchmarkVAD-2 | 1234 | 0 | 0 |") {
 		t.Errorf("goBenchTable:\n%s", tbl)
+	}
+}
+
+func TestRegressions(t *testing.T) {
+	one := summarise(1, []turnResult{{Ref: "what is a compiler", Transcript: "what is a pimple"}})
+	eight := summarise(8, []turnResult{
+		{Ref: "what is a compiler", Transcript: "what is a pimple"},        // as bad as alone: not a regression
+		{Ref: "what is a compiler", Transcript: "what is a pimple or who"}, // worse
+		{Ref: "who made you", Transcript: "who made you"},
+		{Ref: "who made you", Transcript: "two made you"}, // worse than its best (not asked alone)
+	})
+	levels := []levelStats{one, eight}
+	countRegressions(levels)
+	if levels[0].Regressed != 0 || levels[1].Regressed != 2 {
+		t.Errorf("regressed %d, %d; want 0, 2", levels[0].Regressed, levels[1].Regressed)
 	}
 }
