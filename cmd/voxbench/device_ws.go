@@ -32,6 +32,8 @@ func newDevice(o options) (device, error) {
 			rate = 48000
 		}
 		return &wsDevice{url: o.url, encoding: o.encoding, rate: rate}, nil
+	case "rtc":
+		return newRTCDevice(o.url)
 	}
 	return nil, fmt.Errorf("%w: --transport %s is not built yet (use ws)", errCommandLine, o.transport)
 }
@@ -90,7 +92,7 @@ func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	msgs := make(chan wsMsg, 256)
 	readErr := make(chan error, 1)
 	go func() { readErr <- wsRead(ws, dec, msgs) }()
-	err = d.converse(ctx, ws, enc, p, msgs, report)
+	err = converse(ctx, &wsLink{ws: ws, enc: enc}, d.rate, p, msgs, report)
 	_ = ws.WriteJSON(map[string]string{"type": "stop"})
 	_ = ws.SetReadDeadline(time.Now().Add(2 * time.Second))
 	for range msgs {
@@ -101,13 +103,51 @@ func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	return err
 }
 
-// converse is the device's microphone and player: one goroutine writes.
-func (d *wsDevice) converse(ctx context.Context, ws *websocket.Conn, enc *audio.OpusEncoder, p sessionPlan,
-	msgs <-chan wsMsg, report func(turnResult)) error {
-	frame := d.rate / 50
+// link is a device's way to the server: microphone frames and control
+// messages. Only converse's goroutine calls it.
+type link interface {
+	sendAudio(pcm []int16) error
+	sendJSON(v any) error
+}
+
+// wsLink sends over the WebSocket, as PCM16 or Opus.
+type wsLink struct {
+	ws       *websocket.Conn
+	enc      *audio.OpusEncoder // nil: PCM16
+	packet   []byte
+	pcmBytes []byte
+}
+
+func (l *wsLink) sendAudio(pcm []int16) error {
+	var payload []byte
+	if l.enc != nil {
+		if l.packet == nil {
+			l.packet = make([]byte, audio.MaxOpusPacket)
+		}
+		n, err := l.enc.Encode(pcm, l.packet)
+		if err != nil {
+			return err
+		}
+		payload = l.packet[:n]
+	} else {
+		if len(l.pcmBytes) != 2*len(pcm) {
+			l.pcmBytes = make([]byte, 2*len(pcm))
+		}
+		for i, s := range pcm {
+			binary.LittleEndian.PutUint16(l.pcmBytes[2*i:], uint16(s))
+		}
+		payload = l.pcmBytes
+	}
+	return l.ws.WriteMessage(websocket.BinaryMessage, payload)
+}
+
+func (l *wsLink) sendJSON(v any) error { return l.ws.WriteJSON(v) }
+
+// converse is the device's microphone and player, at rate Hz both ways;
+// its goroutine is the only one that sends on l.
+func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan wsMsg, report func(turnResult)) error {
+	frame := rate / 50
 	silence := make([]int16, frame)
-	pcmBytes := make([]byte, 2*frame)
-	packet := make([]byte, audio.MaxOpusPacket)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 
@@ -149,8 +189,8 @@ func (d *wsDevice) converse(ctx context.Context, ws *websocket.Conn, enc *audio.
 			if speech == nil && cur == nil && p.more(next, now) && !now.Before(nextAt) && (outstanding == 0 || p.bargeIn > 0 && allAnswered(byTurn)) {
 				q := p.question(next)
 				next++
-				speech, pos = resampled(q, d.rate), 0
-				speechEnd = audio.AudibleEnd(speech, d.rate)
+				speech, pos = resampled(q, rate), 0
+				speechEnd = audio.AudibleEnd(speech, rate)
 				cur = &asked{res: turnResult{Ref: q.ref}}
 				outstanding++
 			}
@@ -165,7 +205,7 @@ func (d *wsDevice) converse(ctx context.Context, ws *websocket.Conn, enc *audio.
 					pcm = buf
 				}
 				if speechEnd >= pos && speechEnd < pos+frame && cur != nil {
-					cur.endSent = now.Add(time.Duration(speechEnd-pos) * time.Second / time.Duration(d.rate))
+					cur.endSent = now.Add(time.Duration(speechEnd-pos) * time.Second / time.Duration(rate))
 				}
 				pos += frame
 				if pos >= len(speech) {
@@ -175,20 +215,7 @@ func (d *wsDevice) converse(ctx context.Context, ws *websocket.Conn, enc *audio.
 					}
 				}
 			}
-			var payload []byte
-			if enc != nil {
-				n, err := enc.Encode(pcm, packet)
-				if err != nil {
-					return err
-				}
-				payload = packet[:n]
-			} else {
-				for i, s := range pcm {
-					binary.LittleEndian.PutUint16(pcmBytes[2*i:], uint16(s))
-				}
-				payload = pcmBytes
-			}
-			if err := ws.WriteMessage(websocket.BinaryMessage, payload); err != nil {
+			if err := l.sendAudio(pcm); err != nil {
 				return fmt.Errorf("send audio: %w", err)
 			}
 			if outstanding > 0 && speech == nil && now.Sub(progress) > p.turnTimeout {
@@ -213,13 +240,13 @@ func (d *wsDevice) converse(ctx context.Context, ws *websocket.Conn, enc *audio.
 				}
 				if !a.gotFirst {
 					a.gotFirst, a.audioFrom = true, m.at
-					if err := ws.WriteJSON(map[string]any{"type": "playback_start", "turn": answerTurn}); err != nil {
+					if err := l.sendJSON(map[string]any{"type": "playback_start", "turn": answerTurn}); err != nil {
 						return err
 					}
 				}
 				if a.answered.IsZero() {
-					if i := audio.FirstAudible(m.audio, d.rate); i >= 0 {
-						a.answered = m.at.Add(time.Duration(i) * time.Second / time.Duration(d.rate))
+					if i := audio.FirstAudible(m.audio, rate); i >= 0 {
+						a.answered = m.at.Add(time.Duration(i) * time.Second / time.Duration(rate))
 						if !a.endSent.IsZero() {
 							ms := float64(a.answered.Sub(a.endSent).Microseconds()) / 1000
 							a.res.HeardMs = &ms
@@ -255,9 +282,9 @@ func (d *wsDevice) converse(ctx context.Context, ws *websocket.Conn, enc *audio.
 				a := byTurn[ev.Turn]
 				played := 0.0
 				if a != nil && a.gotFirst {
-					played = min(float64(a.samples)*1000/float64(d.rate), float64(time.Since(a.audioFrom).Milliseconds()))
+					played = min(float64(a.samples)*1000/float64(rate), float64(time.Since(a.audioFrom).Milliseconds()))
 				}
-				if err := ws.WriteJSON(map[string]any{"type": "interrupt", "turn": ev.Turn, "played_ms": played}); err != nil {
+				if err := l.sendJSON(map[string]any{"type": "interrupt", "turn": ev.Turn, "played_ms": played}); err != nil {
 					return err
 				}
 			case pipeline.EventTrace:
