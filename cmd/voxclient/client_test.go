@@ -21,6 +21,7 @@ import (
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
 	"github.com/voxpipe/voxpipe/web"
+	"github.com/voxpipe/voxpipe/web/xiaozhi"
 )
 
 // cannedModel answers every request with the same text, a word per token.
@@ -72,8 +73,9 @@ func TestJSON(t *testing.T) {
 	}
 	writeStereoWAV(t, wavPath, speech, 16000, 22050)
 
+	xc := xiaozhi.DefaultConfig()
 	srv, err := web.New(web.Config{MaxSessions: 2, MaxFrameBytes: 8192, IdleTimeout: 30 * time.Second,
-		Pipeline: pipeline.DefaultConfig()},
+		Pipeline: pipeline.DefaultConfig(), Xiaozhi: &xc},
 		pipeline.Backends{ASR: rec, LLM: cannedModel{"Moving forward ten meters now."}, TTS: synth}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -83,10 +85,23 @@ func TestJSON(t *testing.T) {
 		_ = srv.Shutdown(context.Background())
 		hs.Close()
 	}()
+	// The same summary over /ws and as a xiaozhi device.
+	for _, tc := range []struct {
+		protocol string
+		args     []string
+		rate     int
+	}{
+		{"ws", []string{"--url", "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"}, 16000},
+		{"xiaozhi", []string{"--protocol", "xiaozhi", "--url", hs.URL + "/xiaozhi/ota/", "--wake-word", "Hi ESP"}, 24000},
+	} {
+		t.Run(tc.protocol, func(t *testing.T) { checkJSON(t, dir, wavPath, tc.args, tc.protocol == "ws", tc.rate) })
+	}
+}
+
+func checkJSON(t *testing.T, dir, wavPath string, args []string, wantTrace bool, rate int) {
 	outWAV := filepath.Join(dir, "answer.wav")
 	var stdout bytes.Buffer
-	err = run(context.Background(), []string{"--url", "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws",
-		"--wav", wavPath, "--out", outWAV, "--json"}, &stdout, io.Discard)
+	err := run(context.Background(), append(args, "--wav", wavPath, "--out", outWAV, "--json"), &stdout, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +119,7 @@ func TestJSON(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
 		t.Fatalf("%v in %s", err, stdout.String())
 	}
-	if len(got.Turns) != 1 || got.Turns[0].Transcript == "" || got.Turns[0].Answer == "" || got.Turns[0].Trace == nil ||
+	if len(got.Turns) != 1 || got.Turns[0].Transcript == "" || got.Turns[0].Answer == "" || (got.Turns[0].Trace == nil) == wantTrace ||
 		got.Turns[0].VoiceToVoiceMs == nil || got.Turns[0].HeardMs == nil {
 		t.Fatalf("turns: %s", stdout.String())
 	}
@@ -120,13 +135,14 @@ func TestJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.SampleRate != 16000 || w.Duration() < 0.5 {
+	if w.SampleRate != rate || w.Duration() < 0.5 {
 		t.Errorf("answer WAV: %d Hz, %.2f s", w.SampleRate, w.Duration())
 	}
 }
 
 func TestRunRejectsBadFlags(t *testing.T) {
-	for _, args := range [][]string{{}, {"--wav", "x.wav", "--encoding", "mp3"}, {"--nope"}, {"--wav", "x.wav", "--turns", "-1"}} {
+	for _, args := range [][]string{{}, {"--wav", "x.wav", "--encoding", "mp3"}, {"--nope"}, {"--wav", "x.wav", "--turns", "-1"},
+		{"--wav", "x.wav", "--protocol", "mqtt"}} {
 		if err := run(context.Background(), args, io.Discard, io.Discard); !errors.Is(err, errCommandLine) {
 			t.Errorf("run(%q): have %v, want a command-line error", args, err)
 		}

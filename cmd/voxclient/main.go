@@ -7,6 +7,14 @@
 //	voxclient --url ws://127.0.0.1:8080/ws --wav question.wav [--out answer.wav] [--json]
 //	          [--turns N] [--encoding pcm16|opus] [--rate N] [--timeout 60s]
 //
+// With --protocol xiaozhi it plays an ESP32 xiaozhi device instead
+// (docs/xiaozhi.md): the OTA check at --url (default
+// http://127.0.0.1:8080/xiaozhi/ota/), the hello, 16 kHz 60 ms Opus up, in
+// --mode auto (the mic is off while an answer plays), manual (the file is
+// one push-to-talk press) or realtime, with --wake-word and --abort-after;
+// the turns and --json are the same, measured the same way (the protocol
+// carries no trace, so trace and the server_* fields are empty).
+//
 // It streams the whole file, then --silence of silence, and waits for the
 // trace of every turn the file produced (--turns 1: stop after the first).
 // With --json it prints one object at the end:
@@ -71,8 +79,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("voxclient", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := voiceclient.Config{ClientName: "voxclient", ClientVersion: version, KeepAudio: true}
-	var wav, out string
+	var wav, out, protocol string
 	var asJSON bool
+	xz := voiceclient.XiaozhiConfig{KeepAudio: true}
+	fs.StringVar(&protocol, "protocol", "ws", "ws (voxpipe's /ws) or xiaozhi (play an ESP32 xiaozhi device: --url is its OTA address, http://HOST:PORT/xiaozhi/ota/, or its ws:// URL)")
+	fs.StringVar(&xz.Mode, "mode", voiceclient.ModeAuto, "xiaozhi: listening mode auto, manual (the whole file is one push-to-talk press) or realtime")
+	fs.StringVar(&xz.WakeWord, "wake-word", "", "xiaozhi: start like a wake-word device (a 2 s audio burst, then listen detect with this text)")
+	fs.DurationVar(&xz.AbortAfter, "abort-after", 0, "xiaozhi: send abort this long after each answer's first audio (0: never)")
+	fs.IntVar(&xz.Version, "xiaozhi-version", 0, "xiaozhi: binary framing 1, 2 or 3 (0: what the OTA answer says, else 1)")
+	fs.StringVar(&xz.Token, "token", "", "xiaozhi: device token, when --url is the ws:// URL (the OTA answer gives it otherwise)")
 	fs.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server WebSocket URL")
 	fs.StringVar(&wav, "wav", "", "WAV file to speak (PCM16, any rate, mono or stereo); required")
 	fs.StringVar(&out, "out", "", "save the answers' audio, one after another, to this WAV file")
@@ -84,6 +99,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Tail, "silence", voiceclient.DefaultTail, "silence appended to the file so the server's endpointing fires")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: voxclient --wav F [--url ws://HOST:PORT/ws] [--out F] [--json] [--turns N] [--encoding pcm16|opus] [--rate N]")
+		fmt.Fprintln(fs.Output(), "       voxclient --protocol xiaozhi --url http://HOST:PORT/xiaozhi/ota/ --wav F [--mode auto|manual|realtime] [--wake-word W] [--abort-after D] [--json]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -114,13 +130,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if !asJSON {
 		cfg.Log = stderr
 	}
-	speech, err := voiceclient.LoadWAV(wav, cfg.Rate)
-	if err != nil {
-		return err
-	}
-	res, err := voiceclient.Run(ctx, cfg, speech)
-	if err != nil {
-		return err
+	var res *voiceclient.Result
+	switch protocol {
+	case "ws":
+		speech, err := voiceclient.LoadWAV(wav, cfg.Rate)
+		if err != nil {
+			return err
+		}
+		if res, err = voiceclient.Run(ctx, cfg, speech); err != nil {
+			return err
+		}
+	case "xiaozhi":
+		urlSet := false
+		fs.Visit(func(f *flag.Flag) { urlSet = urlSet || f.Name == "url" })
+		if !urlSet {
+			cfg.URL = "http://127.0.0.1:8080/xiaozhi/ota/"
+		}
+		speech, err := voiceclient.LoadWAV(wav, voiceclient.XiaozhiRate)
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(cfg.URL, "ws://") || strings.HasPrefix(cfg.URL, "wss://") {
+			xz.URL = cfg.URL
+		} else {
+			xz.OTAURL = cfg.URL
+		}
+		xz.Turns, xz.Tail, xz.Timeout, xz.Log = cfg.Turns, cfg.Tail, cfg.Timeout, cfg.Log
+		if res, err = voiceclient.RunXiaozhi(ctx, xz, speech); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: --protocol %q (want ws or xiaozhi)", errCommandLine, protocol)
 	}
 	if len(res.Turns) == 0 {
 		return errors.New("no turn: the server recognised no speech in the file")
@@ -130,7 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		for _, t := range res.Turns {
 			pcm = append(pcm, t.Audio...)
 		}
-		if err := voiceclient.SaveWAV(out, pcm, cfg.Rate); err != nil {
+		if err := voiceclient.SaveWAV(out, pcm, res.AudioRate); err != nil {
 			return err
 		}
 	}

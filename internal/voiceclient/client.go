@@ -66,6 +66,8 @@ type Turn struct {
 // Result is every turn of one Run, in order.
 type Result struct {
 	Turns []Turn
+	// AudioRate is the rate of Turn.Audio (the answer audio's).
+	AudioRate int
 }
 
 // Defaults for Config's zero values.
@@ -461,7 +463,7 @@ func (s *session) handle(m incoming) error {
 
 // result collects the finalized turns in order, with the meter's figures.
 func (s *session) result() *Result {
-	r := &Result{}
+	r := &Result{AudioRate: s.cfg.Rate}
 	for _, id := range s.order {
 		t := *s.turns[id]
 		if ms, ok := s.meter.VoiceToVoiceMs(id); ok {
