@@ -23,12 +23,6 @@ type Trace struct {
 	// turn while the person spoke. Most of them are then cached; the chat
 	// template's closing tokens, and words the final changed, are not.
 	EarlyTokens int
-	// LLMQueue and LLMCompute split the LLM's time to first token as the
-	// backend measured it (llm.Usage.TTFTQueue, TTFTCompute; a remote
-	// server without timings reports its whole part as compute; zero when
-	// unknown): waiting for admission, and admission → first token. The
-	// rest of llm_first_token − llm_request is transport.
-	LLMQueue, LLMCompute time.Duration
 	// TTFT is the split of the time to first token the backend reported
 	// (llm.Usage), for the trace event: a remote backend's ttft_network and
 	// ttft_server, and ttft_queue + ttft_compute where known (the engine,
@@ -193,14 +187,9 @@ func (r *traceRec) snapshot() Trace {
 	for k, v := range r.marks {
 		marks[k] = v
 	}
-	queue, compute := r.usage.TTFTQueue, r.usage.TTFTCompute
-	if compute == 0 && queue == 0 {
-		compute = r.usage.TTFTServer
-	}
 	return Trace{
 		Turn: r.turn, Marks: marks, Interrupted: r.interrupted,
 		PromptTokens: r.usage.PromptTokens, CachedTokens: r.usage.CachedTokens, EarlyTokens: r.early,
-		LLMQueue: queue, LLMCompute: compute,
 		TTFT: ttftParts(r.usage),
 	}
 }

@@ -84,7 +84,8 @@ func TestCapacityMetrics(t *testing.T) {
 	m := NewMetrics()
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	m.TurnTraced(pipeline.Trace{Interrupted: true, LLMQueue: 2 * time.Millisecond, LLMCompute: 10 * time.Millisecond,
+	m.TurnTraced(pipeline.Trace{Interrupted: true,
+		TTFT: map[string]time.Duration{pipeline.TTFTQueue: 2 * time.Millisecond, pipeline.TTFTCompute: 10 * time.Millisecond},
 		Marks: map[string]time.Time{
 			pipeline.MarkSpeechEnd: at(0), pipeline.MarkASRFinal: at(30),
 			pipeline.MarkLLMRequest: at(31), pipeline.MarkLLMFirstToken: at(45), pipeline.MarkInterrupted: at(900),

@@ -240,13 +240,25 @@ func (m *Metrics) traceCapacity(tr pipeline.Trace) {
 	}
 	req, ok1 := tr.Marks[pipeline.MarkLLMRequest]
 	first, ok2 := tr.Marks[pipeline.MarkLLMFirstToken]
-	if !ok1 || !ok2 || tr.LLMCompute <= 0 {
+	queue, compute := ttftSplit(tr)
+	if !ok1 || !ok2 || compute <= 0 {
 		return
 	}
-	network := first.Sub(req) - tr.LLMQueue - tr.LLMCompute
-	m.ttft.WithLabelValues("queue").Observe(tr.LLMQueue.Seconds())
-	m.ttft.WithLabelValues("compute").Observe(tr.LLMCompute.Seconds())
+	network := first.Sub(req) - queue - compute
+	m.ttft.WithLabelValues("queue").Observe(queue.Seconds())
+	m.ttft.WithLabelValues("compute").Observe(compute.Seconds())
 	m.ttft.WithLabelValues("network").Observe(max(network, 0).Seconds())
+}
+
+// ttftSplit is the backend's part of a turn's time to first token: queue
+// and compute as reported (the engine; a remote server with timings), or a
+// remote server's whole part as compute. Zero compute: not reported.
+func ttftSplit(tr pipeline.Trace) (queue, compute time.Duration) {
+	queue, compute = tr.TTFT[pipeline.TTFTQueue], tr.TTFT[pipeline.TTFTCompute]
+	if queue == 0 && compute == 0 {
+		compute = tr.TTFT[pipeline.TTFTServer]
+	}
+	return queue, compute
 }
 
 // SessionStarted counts an admitted session of transport ("ws", "rtc", ...).

@@ -81,9 +81,8 @@ func (e *Exporter) TurnTraced(session string, tr pipeline.Trace) {
 	if ms, ok := tr.VoiceToVoice(); ok {
 		attrs = append(attrs, attribute.Float64("voxpipe.voice_to_voice_ms", ms))
 	}
-	if tr.LLMCompute > 0 {
-		attrs = append(attrs, attribute.Float64("voxpipe.llm.queue_ms", ms(tr.LLMQueue)),
-			attribute.Float64("voxpipe.llm.compute_ms", ms(tr.LLMCompute)))
+	for part, d := range tr.TTFT {
+		attrs = append(attrs, attribute.Float64("voxpipe.llm."+part+"_ms", ms(d)))
 	}
 	ctx, turn := e.tracer.Start(context.Background(), "turn", trace.WithTimestamp(start),
 		trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindServer))

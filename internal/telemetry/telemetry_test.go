@@ -65,7 +65,7 @@ func TestTurnSpansReachCollector(t *testing.T) {
 	t0 := time.Now()
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	exp.TurnTraced("sess1", pipeline.Trace{Turn: 2, PromptTokens: 40, CachedTokens: 30,
-		LLMQueue: time.Millisecond, LLMCompute: 9 * time.Millisecond,
+		TTFT: map[string]time.Duration{pipeline.TTFTQueue: time.Millisecond, pipeline.TTFTCompute: 9 * time.Millisecond},
 		Marks: map[string]time.Time{
 			pipeline.MarkSpeechStart: at(0), pipeline.MarkSpeechEnd: at(1500),
 			pipeline.MarkASRFinal: at(1520), pipeline.MarkLLMRequest: at(1521),
@@ -101,7 +101,7 @@ func TestTurnSpansReachCollector(t *testing.T) {
 			t.Errorf("turn attribute %v", kv.Value)
 		}
 	}
-	for _, k := range []string{"voxpipe.session", "voxpipe.turn", "voxpipe.voice_to_voice_ms", "voxpipe.llm.compute_ms"} {
+	for _, k := range []string{"voxpipe.session", "voxpipe.turn", "voxpipe.voice_to_voice_ms", "voxpipe.llm.ttft_compute_ms"} {
 		if !found[k] {
 			t.Errorf("turn span lacks %s", k)
 		}
