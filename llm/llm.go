@@ -33,6 +33,13 @@ type Request struct {
 	// Conversation identifies a conversation whose state (a KV cache) a
 	// backend may keep between requests; "" means none.
 	Conversation string
+	// Speculative marks an answer started before the person's turn was
+	// committed (pipeline/speculate.go): a backend that schedules several
+	// answers serves it only while no committed answer needs the model,
+	// until Committed is closed; from then on it is an ordinary answer.
+	// Backends that do not schedule may ignore both.
+	Speculative bool
+	Committed   <-chan struct{}
 }
 
 // Model streams answers. It is safe for concurrent use.

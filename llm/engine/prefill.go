@@ -16,6 +16,7 @@ var _ llm.Prefiller = (*Engine)(nil)
 // rows only after the answers' prompts, and a Stream for the same
 // conversation takes the sequence over at once, keeping what was done.
 // It returns llm.ErrBusy instead of queueing behind waiting requests.
+// Cancelled, it returns ctx's error with the tokens processed until then.
 func (e *Engine) Prefill(ctx context.Context, req llm.Request) (int, error) {
 	if len(req.Messages) == 0 {
 		return 0, ErrEmptyPrompt
@@ -38,6 +39,11 @@ func (e *Engine) Prefill(ctx context.Context, req llm.Request) (int, error) {
 	case <-r.done:
 		return r.processed, r.err
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		// The scheduler retires a cancelled prefill before its next step (or
+		// drops it from the queue), so this waits at most for the step in
+		// flight, and the count includes what that step processed: it is in
+		// the cache and the final request reuses it.
+		<-r.done
+		return r.processed, ctx.Err()
 	}
 }

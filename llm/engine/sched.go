@@ -243,6 +243,17 @@ func (e *Engine) step() {
 		return
 	}
 
+	// Speculative answers get no rows while a committed one is active, so
+	// speculation never slows another person's answer.
+	committed := false
+	for _, g := range b.active {
+		if !g.ended && (g.r == nil || !g.r.prefillOnly) && !g.speculative() {
+			committed = true
+			break
+		}
+	}
+	waits := func(g *generation) bool { return committed && g.speculative() }
+
 	tokens := b.tokens[:0]
 	b.segs, b.segGen, b.outRows, b.outGen = b.segs[:0], b.segGen[:0], b.outRows[:0], b.outGen[:0]
 	add := func(g *generation, toks []int32, pos int, logits bool) {
@@ -256,7 +267,7 @@ func (e *Engine) step() {
 		}
 	}
 	for _, g := range b.active {
-		if !g.decoding {
+		if !g.decoding || waits(g) {
 			continue
 		}
 		pos := len(g.seq.tokens)
@@ -274,7 +285,7 @@ func (e *Engine) step() {
 	for pass := 0; pass < 2 && budget > 0; pass++ {
 		for i := 0; i < n && budget > 0; i++ {
 			g := b.active[(b.rr+i)%n]
-			if g.decoding || g.ended || g.r.prefillOnly != (pass == 1) {
+			if g.decoding || g.ended || g.r.prefillOnly != (pass == 1) || waits(g) {
 				continue
 			}
 			c := min(len(g.prompt)-g.fed, budget)
@@ -321,6 +332,19 @@ func (e *Engine) step() {
 		g.advance(g.samp.sample(logits[i*b.vocab : (i+1)*b.vocab]))
 	}
 	e.sweep()
+}
+
+// speculative reports whether g is a speculative answer not committed yet.
+func (g *generation) speculative() bool {
+	if g.r == nil || !g.r.req.Speculative {
+		return false
+	}
+	select {
+	case <-g.r.req.Committed: // nil: never
+		return false
+	default:
+		return true
+	}
 }
 
 // advance commits a sampled token: it is streamed and, unless the answer

@@ -272,3 +272,90 @@ func TestPrefillBusyWhenRequestsWait(t *testing.T) {
 	close(release)
 	collect(t, ch)
 }
+
+// A cancelled prefill reports the tokens it processed (they stay cached and
+// the next request for the conversation reuses exactly that many), not 0:
+// the early-start count in the trace is honest. Cancelled at several points,
+// including mid-prompt.
+func TestCancelledPrefillCountsWhatItDid(t *testing.T) {
+	e := openTiny(t, defaultTiny("llama", gguf.TypeQ8_0), nil)
+	long := []llm.Message{{Role: llm.RoleSystem, Content: "you are helpful"}, {Role: llm.RoleUser, Content: longText(120)}}
+	midway := 0
+	for i, delay := range []time.Duration{0, 200 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond} {
+		conv := fmt.Sprintf("c%d", i)
+		ctx, cancel := context.WithCancel(context.Background())
+		res := make(chan struct {
+			n   int
+			err error
+		}, 1)
+		go func() {
+			n, err := e.Prefill(ctx, llm.Request{Messages: long, Conversation: conv})
+			res <- struct {
+				n   int
+				err error
+			}{n, err}
+		}()
+		time.Sleep(delay)
+		cancel()
+		r := <-res
+		_, u := ask(t, e, llm.Request{Messages: long, Conversation: conv, MaxTokens: 1})
+		want := r.n
+		if r.n == u.PromptTokens { // all of it: the last token runs again for its logits
+			want--
+		}
+		if u.CachedTokens != want {
+			t.Errorf("cancelled after %v: prefill reported %d tokens (err %v), the next request reused %d", delay, r.n, r.err, u.CachedTokens)
+		}
+		if r.err != nil && r.n > 0 {
+			midway++
+		}
+	}
+	t.Logf("%d of 6 prefills were cancelled after processing part of the prompt", midway)
+}
+
+// A speculative answer gets no rows while a committed one is active (when
+// its first token exists, the committed answer's Done is already out), and
+// once its Committed channel is closed it is served alongside like any other.
+func TestSpeculativeWaitsForCommitted(t *testing.T) {
+	e := openTiny(t, defaultTiny("llama", gguf.TypeQ8_0), nil)
+	run := func(committed chan struct{}) (otherDoneFirst bool) {
+		// The committed answer: 480 tokens whatever the model samples.
+		a := &request{ctx: context.Background(), req: llm.Request{Messages: hello, MaxTokens: 480, Conversation: "a"},
+			out: make(chan llm.Token, 483), ignoreEOG: true}
+		if err := e.enqueue(a); err != nil {
+			t.Fatal(err)
+		}
+		<-a.out // it is decoding
+		s, err := e.Stream(context.Background(), llm.Request{Messages: hello, MaxTokens: 4, Conversation: "s",
+			Speculative: true, Committed: committed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var first llm.Token
+		if first = <-s; first.Err != nil {
+			t.Fatal(first.Err)
+		}
+		// Tokens are produced by one goroutine in order: whatever a sent before
+		// s's first token is in a's buffer now.
+		done := false
+		for len(a.out) > 0 {
+			if tok := <-a.out; tok.Done {
+				done = true
+			}
+		}
+		if !first.Done {
+			collect(t, s)
+		}
+		for range a.out {
+		}
+		return done
+	}
+	if !run(make(chan struct{})) {
+		t.Error("the speculative answer got a token while the committed answer was still decoding")
+	}
+	c := make(chan struct{})
+	close(c)
+	if run(c) {
+		t.Error("a committed speculative answer waited for the other answer to end")
+	}
+}
