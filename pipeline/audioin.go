@@ -3,11 +3,13 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/pipeline/audio"
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 )
 
 // asrQueueFrames bounds the audio waiting for the ASR stage: 3 s. When it is
@@ -55,6 +57,12 @@ type audioIn struct {
 	frameTimes []time.Time // ring, indexed by frameCount
 	frameCount int
 
+	// The semantic end of turn (eou.go): nil in silence mode.
+	endWait      *endWait
+	minEndFrames int // the earliest an utterance may end: MinSilenceMs
+	pauseFrames  int // silence that counts as a pause (speculative answers)
+	pauseSent    bool
+
 	// Per utterance.
 	uttSeq       int
 	utt          *traceRec
@@ -96,6 +104,19 @@ func newAudioIn(cfg Config, obs Observer, log zerolog.Logger) (*audioIn, error) 
 	a.preRollSamples = asrRate*(cfg.VAD.PreRollMs+cfg.VAD.StartMs)/1000 + frameSamples
 	a.emit = a.onFrame
 	return a, nil
+}
+
+// pauseMs of silence inside an utterance is a pause: the turn manager may
+// start a speculative answer (three frames: shorter gaps are the stops
+// inside and between words).
+const pauseMs = 60
+
+// semantic turns on the semantic end of turn: audio-in ends an utterance
+// once its silence reaches the wait published in w.
+func (a *audioIn) semantic(w *endWait, c endturn.Config) {
+	a.endWait = w
+	a.minEndFrames = max(1, (c.MinSilenceMs+frameMs-1)/frameMs)
+	a.pauseFrames = max(1, pauseMs/frameMs)
 }
 
 // String prints the chain, for logs.
@@ -179,12 +200,7 @@ func (a *audioIn) onFrame(frame []int16) {
 		a.err = a.sendASR(asrCmd{kind: asrStart, pcm: pre, trace: a.utt})
 		a.checkBargeIn()
 	case audio.VADSpeechEnd:
-		if a.utt != nil {
-			// The last speech frame came endFrames frames ago.
-			a.utt.markAt(MarkSpeechEnd, a.frameTime(a.endFrames))
-		}
-		a.utt = nil
-		a.err = a.sendASR(asrCmd{kind: asrEnd})
+		a.endUtterance(a.endFrames)
 	default:
 		if !a.vad.InSpeech() {
 			return
@@ -192,6 +208,52 @@ func (a *audioIn) onFrame(frame []int16) {
 		a.speechFrames++
 		a.forward(frame)
 		a.checkBargeIn()
+		if a.endWait != nil {
+			a.checkEnd()
+		}
+	}
+}
+
+// endUtterance ends the utterance whose last speech frame came back frames
+// ago.
+func (a *audioIn) endUtterance(back int) {
+	if a.utt != nil {
+		a.utt.markAt(MarkSpeechEnd, a.frameTime(back))
+		score, scored := math.NaN(), false
+		if a.endWait != nil {
+			_, score, scored = a.endWait.load(a.uttSeq)
+			scored = scored && !math.IsNaN(score)
+		}
+		a.utt.setEndpoint(time.Duration(back)*frameDur, score, scored)
+	}
+	a.utt, a.pauseSent = nil, false
+	a.err = a.sendASR(asrCmd{kind: asrEnd})
+}
+
+// checkEnd ends the utterance when its silence has lasted the wait the
+// end-of-utterance stage asked for, and tells the turn manager about pauses
+// (speculative answers). One atomic load per silent frame; no allocation.
+func (a *audioIn) checkEnd() {
+	n := a.vad.SilenceFrames()
+	if n == 0 {
+		if a.pauseSent {
+			a.pauseSent = false
+			a.err = a.sendHub(inputEvent{kind: inputResume, utt: a.uttSeq, at: a.arrived})
+		}
+		return
+	}
+	if n == a.pauseFrames && !a.pauseSent {
+		a.pauseSent = true
+		if a.err = a.sendHub(inputEvent{kind: inputPause, utt: a.uttSeq, at: a.arrived}); a.err != nil {
+			return
+		}
+	}
+	if n < a.minEndFrames {
+		return
+	}
+	if waitMs, _, ok := a.endWait.load(a.uttSeq); ok && n*frameMs >= waitMs {
+		a.vad.EndSpeech()
+		a.endUtterance(n)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/voxpipe/voxpipe/asr"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 	"github.com/voxpipe/voxpipe/tts"
 	"github.com/voxpipe/voxpipe/tts/chunk"
 )
@@ -28,6 +29,9 @@ type Backends struct {
 	ASR asr.Recognizer
 	LLM llm.Model
 	TTS tts.Synthesizer
+	// EOU scores how complete a partial transcript reads, for the semantic
+	// end of turn (Config.Turn); nil is fine in silence mode.
+	EOU endturn.Scorer
 }
 
 // Config tunes one session.
@@ -58,6 +62,15 @@ type Config struct {
 	// EarlyStartStableMs is how long a partial must stay unchanged before
 	// it is prefilled; 0 prefills every partial.
 	EarlyStartStableMs int
+
+	// Turn decides when the person's turn is over. In semantic mode the VAD
+	// waits at most Turn.MaxSilenceMs (VAD.EndSilenceMs is replaced) and the
+	// turn ends sooner when Backends.EOU finds the partial complete
+	// (eou.go); silence mode waits VAD.EndSilenceMs.
+	Turn endturn.Config
+	// Speculative starts the answer on a pause in semantic mode, before the
+	// commit, and holds its audio (speculate.go).
+	Speculative bool
 }
 
 // EarlyStart says whether a session prefills on stable partials.
@@ -109,6 +122,8 @@ func DefaultConfig() Config {
 		OutputLeadMs:          200,
 		EarlyStart:            EarlyStartAuto,
 		EarlyStartStableMs:    defaultEarlyStartStableMs,
+		// Silence by default: a session needs Backends.EOU for semantic.
+		Turn: endturn.Config{Mode: endturn.ModeSilence},
 	}
 }
 
@@ -145,6 +160,20 @@ func (cfg Config) validate(be Backends) (Config, error) {
 	}
 	if _, err := cfg.EarlyStart.Prefiller(be.LLM); err != nil {
 		return cfg, err
+	}
+	if cfg.Turn.Mode == "" {
+		cfg.Turn.Mode = endturn.ModeSilence
+	}
+	if err := cfg.Turn.Validate(); err != nil {
+		return cfg, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if cfg.Turn.Mode == endturn.ModeSemantic {
+		if be.EOU == nil {
+			return cfg, fmt.Errorf("%w: turn mode semantic needs an end-of-utterance scorer (Backends.EOU)", ErrConfig)
+		}
+		cfg.VAD.EndSilenceMs = cfg.Turn.MaxSilenceMs
+	} else {
+		cfg.Speculative = false
 	}
 	cfg.VAD.SampleRate = asrRate
 	if cfg.VAD.FrameMs == 0 {

@@ -28,6 +28,8 @@ type Event struct {
 	EarlyTokens  int `json:"early_tokens,omitempty"`
 	// trace: a remote LLM's time to first token, split (Trace.TTFT), in ms
 	TTFTMs map[string]float64 `json:"ttft_ms,omitempty"`
+	// trace: the end of turn (pipeline/turn) and speculative answers (EndOfTurn)
+	EndOfTurn
 
 	// error
 	Code    string `json:"code,omitempty"`

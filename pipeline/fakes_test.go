@@ -318,6 +318,12 @@ func newHarnessModel(t *testing.T, cfg Config, a asr.Recognizer, model llm.Model
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
 	}
+	return h.start(sess, m)
+}
+
+// start runs sess, whose LLM plays m's scripts.
+func (h *harness) start(sess *Session, m *scriptedLLM) *harness {
+	t, cfg := h.t, h.cfg
 	h.s = sess
 	n := cfg.InputRate * frameMs / 1000
 	h.speech = tone(n, cfg.InputRate, 220, 8000)

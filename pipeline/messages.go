@@ -26,6 +26,8 @@ type inputKind int
 const (
 	inputSpeech inputKind = iota // speech lasted BargeInMinSpeechMs
 	inputClient                  // a client event (playback_start, interrupt)
+	inputPause                   // semantic mode: pauseMs of silence inside an utterance
+	inputResume                  // speech again after an inputPause
 )
 
 // inputEvent goes from the audio-in stage to the turn manager.
@@ -100,6 +102,8 @@ type outCtl struct {
 	event *Event
 	trace *turn
 	flush *turn
+	// Speculative answers: release sends the held audio, discard drops it.
+	release, discard *turn
 	// flush: notify sends an interrupted event; clientStopped says the
 	// client no longer plays what it holds, so the lead budget is free again.
 	notify, clientStopped bool

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/voxpipe/voxpipe/llm"
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 	"github.com/voxpipe/voxpipe/tts"
 	"github.com/voxpipe/voxpipe/tts/chunk"
 )
@@ -43,6 +44,7 @@ type Session struct {
 	fwd *ttsForwarder // likewise for the TTS → output resampler
 
 	prefiller llm.Prefiller // be.LLM when early start is on, else nil
+	endWait   endWait       // the semantic end of turn's latest decision (eou.go)
 
 	histMu  sync.Mutex    // guards history
 	history []llm.Message // system prompt first; written by the turn manager only
@@ -67,6 +69,9 @@ func NewSession(id string, cfg Config, be Backends, obs Observer, log zerolog.Lo
 	stageLog := func(name string) zerolog.Logger { return s.log.With().Str("stage", name).Logger() }
 	if s.ain, err = newAudioIn(cfg, obs, stageLog("audio_in")); err != nil {
 		return nil, err
+	}
+	if cfg.Turn.Mode == endturn.ModeSemantic {
+		s.ain.semantic(&s.endWait, cfg.Turn)
 	}
 	if s.fwd, err = newTTSForwarder(be.TTS.SampleRate(), cfg.OutputRate, stageLog("tts")); err != nil {
 		return nil, err
@@ -107,6 +112,11 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	pc := newPacer(s.cfg, s.obs, stageLog("out"))
 	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn")}
 	h.early.stable = time.Duration(s.cfg.EarlyStartStableMs) * time.Millisecond
+	var eouSt *eouStage // semantic end of turn
+	if s.cfg.Turn.Mode == endturn.ModeSemantic {
+		h.eou = make(chan eouJob, 1)
+		eouSt = &eouStage{scorer: s.be.EOU, cfg: s.cfg.Turn, key: s.id, wait: &s.endWait, log: stageLog("eou")}
+	}
 	var prefills chan *prefillJob // the hub's early-start jobs; nil when early start is off
 	var pf *prefillStage
 	if s.prefiller != nil {
@@ -145,6 +155,9 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	g.Go(guard("out", s.log, func() error { return pc.run(gctx, paced, outCtls, out, outReport) }))
 	if prefills != nil {
 		g.Go(guard("prefill", s.log, func() error { return pf.run(gctx, prefills) }))
+	}
+	if eouSt != nil {
+		g.Go(func() error { return eouSt.run(gctx, h.eou) })
 	}
 	err := g.Wait()
 	switch {

@@ -28,6 +28,9 @@ type Trace struct {
 	// ttft_server, and ttft_queue + ttft_compute where known (the engine,
 	// or a server that reports its timings). Parts not reported are absent.
 	TTFT map[string]time.Duration
+	// EndOfTurn says how the turn's end was decided and whether its answer
+	// was speculative.
+	EndOfTurn EndOfTurn
 }
 
 // TTFT part names (the latency vocabulary of architecture.md).
@@ -130,6 +133,7 @@ type traceRec struct {
 	interrupted bool
 	usage       llm.Usage // of the turn's LLM request
 	early       int       // tokens prefilled early for this utterance
+	eot         EndOfTurn
 }
 
 func newTraceRec(utt int) *traceRec {
@@ -190,6 +194,7 @@ func (r *traceRec) snapshot() Trace {
 	return Trace{
 		Turn: r.turn, Marks: marks, Interrupted: r.interrupted,
 		PromptTokens: r.usage.PromptTokens, CachedTokens: r.usage.CachedTokens, EarlyTokens: r.early,
-		TTFT: ttftParts(r.usage),
+		TTFT:      ttftParts(r.usage),
+		EndOfTurn: r.eot,
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine"
 	"github.com/voxpipe/voxpipe/pipeline"
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 	"github.com/voxpipe/voxpipe/tts"
 	ttsespeak "github.com/voxpipe/voxpipe/tts/espeak"
 	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
@@ -98,6 +99,14 @@ func openBackends(c *config.Config) (pipeline.Backends, []io.Closer, error) {
 		return fail(fmt.Errorf("tts %s: %w", c.TTS.Backend, err))
 	}
 	be.TTS, closers = synth, append(closers, cl)
+	if t := c.Pipeline.Turn; t.Mode == string(endturn.ModeSemantic) {
+		// Its own small engine, whatever the LLM backend: loaded once here.
+		eou, err := endturn.OpenLM(t.Model, t.Threads, c.Server.MaxSessions)
+		if err != nil {
+			return fail(fmt.Errorf("pipeline.turn.model (%s): %w", c.Origin("pipeline.turn.model"), err))
+		}
+		be.EOU, closers = eou, append(closers, eou)
+	}
 	return be, closers, nil
 }
 
@@ -204,5 +213,8 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.PlaybackReportTimeout = p.PlaybackReportTimeout
 	pc.EarlyStart = pipeline.EarlyStart(p.EarlyStart)
 	pc.EarlyStartStableMs = p.EarlyStartStableMs
+	pc.Turn = endturn.Config{Mode: endturn.Mode(p.Turn.Mode), MinSilenceMs: p.Turn.MinSilenceMs,
+		MaxSilenceMs: p.Turn.MaxSilenceMs, Threshold: p.Turn.Threshold}
+	pc.Speculative = p.Turn.Speculative
 	return pc
 }

@@ -150,6 +150,20 @@ type Pipeline struct {
 	// EarlyStartStableMs is how long a partial must stay unchanged to be
 	// prefilled (0: every partial).
 	EarlyStartStableMs int `yaml:"early_start_stable_ms"`
+	// Turn is the end-of-turn detector (pipeline/turn).
+	Turn Turn `yaml:"turn"`
+}
+
+// Turn decides when the person's turn is over (pipeline/turn.Config).
+type Turn struct {
+	Mode         string  `yaml:"mode"` // semantic | silence
+	Model        string  `yaml:"model"`
+	MinSilenceMs int     `yaml:"min_silence_ms"`
+	MaxSilenceMs int     `yaml:"max_silence_ms"`
+	Threshold    float64 `yaml:"threshold"`
+	Threads      int     `yaml:"threads"`
+	// Speculative starts the answer on a pause before the turn is committed.
+	Speculative bool `yaml:"speculative"`
 }
 
 // Values of pipeline.early_start.
@@ -274,6 +288,8 @@ func Default() Config {
 			PlaybackReportTimeout: 500 * time.Millisecond,
 			EarlyStart:            EarlyStartAuto,
 			EarlyStartStableMs:    150,
+			Turn: Turn{Mode: "silence", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 160, MaxSilenceMs: 1300,
+				Threshold: 0.3, Threads: 1, Speculative: true},
 		},
 		ASR: ASR{
 			Backend: "sphinx",

@@ -50,6 +50,14 @@ func (c *Config) Validate() error {
 	v.durRange("pipeline.playback_report_timeout", p.PlaybackReportTimeout, 0, time.Minute)
 	v.oneOf("pipeline.early_start", p.EarlyStart, EarlyStartAuto, EarlyStartOn, EarlyStartOff)
 	v.intRange("pipeline.early_start_stable_ms", p.EarlyStartStableMs, 0, 5000)
+	v.oneOf("pipeline.turn.mode", p.Turn.Mode, "semantic", "silence")
+	if p.Turn.Mode == "semantic" {
+		v.intRange("pipeline.turn.min_silence_ms", p.Turn.MinSilenceMs, 20, 5000)
+		v.intRange("pipeline.turn.max_silence_ms", p.Turn.MaxSilenceMs, p.Turn.MinSilenceMs, 10000)
+		v.floatRange("pipeline.turn.threshold", p.Turn.Threshold, 0.001, 0.999)
+		v.intRange("pipeline.turn.threads", p.Turn.Threads, 1, 64)
+		v.nonEmpty("pipeline.turn.model", p.Turn.Model)
+	}
 
 	v.nonEmpty("asr.backend", c.ASR.Backend)
 	sp := c.ASR.Sphinx

@@ -244,6 +244,26 @@ func (v *VAD) step(speech bool) VADEvent {
 	return VADSpeechEnd
 }
 
+// SilenceFrames is how many non-speech frames have followed the last speech
+// frame of the utterance in progress (0 outside speech).
+func (v *VAD) SilenceFrames() int {
+	if !v.inSpeech {
+		return 0
+	}
+	return v.silenceRun
+}
+
+// EndSpeech ends the utterance in progress now, as if EndSilenceMs of
+// silence had passed: the end-of-turn detector calls it when it is sure
+// sooner. It reports whether there was an utterance to end.
+func (v *VAD) EndSpeech() bool {
+	if !v.inSpeech {
+		return false
+	}
+	v.inSpeech, v.silenceRun = false, 0
+	return true
+}
+
 // PreRoll appends to dst[:0] the audio from PreRollMs before speech start
 // through the current frame, oldest first, and returns it. Call it right
 // after Process returned VADSpeechStart; later it returns the most recent

@@ -440,3 +440,42 @@ func TestVADRecordedSentences(t *testing.T) {
 		}
 	})
 }
+
+// TestVADEndSpeech: SilenceFrames counts the silence after the last speech
+// frame, and EndSpeech ends the utterance at once (the turn detector's early
+// commit); the next speech starts a new utterance.
+func TestVADEndSpeech(t *testing.T) {
+	cfg := DefaultVADConfig()
+	v := mustVAD(t, cfg)
+	pcm := newSignal(5).noise(500, -55).speech(600, -25, -55).noise(200, -55).speech(600, -25, -55).noise(300, -55).pcm()
+	fs := cfg.SampleRate * cfg.FrameMs / 1000
+	var starts, maxSilence int
+	ended := false
+	for f := 0; (f+1)*fs <= len(pcm); f++ {
+		switch v.Process(pcm[f*fs : (f+1)*fs]) {
+		case VADSpeechStart:
+			starts++
+			ended = false
+		case VADSpeechEnd:
+			t.Fatalf("frame %d: the VAD ended the utterance itself", f)
+		}
+		if n := v.SilenceFrames(); n > 0 && !ended {
+			maxSilence = max(maxSilence, n)
+			if n*cfg.FrameMs >= 160 {
+				if !v.EndSpeech() || v.InSpeech() || v.SilenceFrames() != 0 {
+					t.Fatalf("frame %d: EndSpeech did not end the utterance", f)
+				}
+				ended = true
+			}
+		}
+	}
+	if starts != 2 {
+		t.Errorf("%d utterances, want 2 (ended early after each phrase)", starts)
+	}
+	if maxSilence < 160/cfg.FrameMs {
+		t.Errorf("longest silence run %d frames, want >= %d", maxSilence, 160/cfg.FrameMs)
+	}
+	if v.EndSpeech() {
+		t.Error("EndSpeech outside speech reported an utterance")
+	}
+}

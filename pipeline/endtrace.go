@@ -1,0 +1,43 @@
+package pipeline
+
+import "time"
+
+// EndOfTurn is what a turn's trace says about how its end was decided
+// (pipeline/turn) and about a speculative answer. Its fields go into the
+// trace event as they are.
+type EndOfTurn struct {
+	// EOUScore is the end-of-utterance score of the partial in effect when
+	// the turn was committed; absent in silence mode or before any partial
+	// was scored.
+	EOUScore *float64 `json:"eou_score,omitempty"`
+	// EndSilenceMs is the silence waited after the last speech frame before
+	// the turn was committed.
+	EndSilenceMs int `json:"end_silence_ms,omitempty"`
+	// Speculative: the answer was started on a pause, before the commit,
+	// and its held audio was sent at the commit.
+	Speculative bool `json:"speculative,omitempty"`
+	// SpeculativeLeadMs is how long before the final transcript the
+	// speculative answer started: the head start it had over a normal turn.
+	SpeculativeLeadMs *float64 `json:"speculative_lead_ms,omitempty"`
+}
+
+// setEndpoint records the commit: the silence waited and the score (NaN
+// for none).
+func (r *traceRec) setEndpoint(silence time.Duration, score float64, scored bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.eot.EndSilenceMs = int(silence / time.Millisecond)
+	if scored {
+		s := score
+		r.eot.EOUScore = &s
+	}
+}
+
+// setSpeculative marks the turn's answer as speculative, started lead
+// before the final transcript.
+func (r *traceRec) setSpeculative(lead time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ms := durationMs(lead)
+	r.eot.Speculative, r.eot.SpeculativeLeadMs = true, &ms
+}

@@ -1,0 +1,203 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/llm"
+
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
+)
+
+// fixedScorer scores every partial the same and records what it was asked.
+type fixedScorer struct {
+	mu    sync.Mutex
+	score float64
+	texts []string
+}
+
+func (f *fixedScorer) Score(_ context.Context, _, text string) (float64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.texts = append(f.texts, text)
+	return f.score, nil
+}
+
+func semanticConfig() Config {
+	cfg := testConfig()
+	cfg.Turn = endturn.Config{Mode: endturn.ModeSemantic, MinSilenceMs: 160, MaxSilenceMs: 1300, Threshold: 0.3}
+	return cfg
+}
+
+func newSemanticHarness(t *testing.T, cfg Config, sc endturn.Scorer, transcripts []string, scripts ...llmScript) *harness {
+	a, m, s := newBackends(transcripts, scripts...)
+	h := &harness{t: t, cfg: cfg, llm: m, tts: s, obs: &recObserver{}}
+	sess, err := NewSession("test", cfg, Backends{ASR: a, LLM: m, TTS: s, EOU: sc}, h.obs, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	return h.start(sess, m)
+}
+
+// TestSemanticEndOfTurn: a partial that reads complete ends the turn after
+// MinSilenceMs; one that reads cut off waits MaxSilenceMs, and a pause
+// shorter than that inside it does not split the utterance. The trace says
+// which.
+func TestSemanticEndOfTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		score float64
+		wait  int
+	}{{"complete", 0.9, 160}, {"cut off", 0, 1300}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc := &fixedScorer{score: tc.score}
+				cfg := semanticConfig()
+				h := newSemanticHarness(t, cfg, sc, []string{"what time is it"}, answer("Noon."))
+				h.audio(false, 200)
+				h.audio(true, 400)
+				if tc.score < 0.3 { // a hesitation: stays one utterance
+					h.audio(false, 600)
+					h.audio(true, 200)
+				}
+				h.audio(false, 1500)
+				outs := h.until("trace event", isEvent(EventTrace))
+				tr := events(outs, EventTrace)[0]
+				if tr.EndSilenceMs < tc.wait || tr.EndSilenceMs > tc.wait+frameMs {
+					t.Errorf("end_silence_ms %d, want %d", tr.EndSilenceMs, tc.wait)
+				}
+				if tr.EOUScore == nil || *tr.EOUScore < tc.score-0.001 || *tr.EOUScore > tc.score+0.001 {
+					t.Errorf("eou_score %v, want %v", tr.EOUScore, tc.score)
+				}
+				finals := 0
+				for _, e := range events(outs, EventTranscript) {
+					if e.Final {
+						finals++
+					}
+				}
+				if finals != 1 {
+					t.Errorf("%d final transcripts, want 1: %s", finals, summarize(outs))
+				}
+				if v2v := *tr.VoiceToVoiceMs; v2v > float64(tc.wait+2*frameMs) {
+					t.Errorf("voice-to-voice %v ms with instant backends, want about the wait (%d ms)", v2v, tc.wait)
+				}
+				sc.mu.Lock()
+				asked := len(sc.texts)
+				sc.mu.Unlock()
+				if asked == 0 {
+					t.Error("the scorer saw no partial")
+				}
+				h.close()
+			})
+		})
+	}
+}
+
+// TestSemanticNeedsScorer: semantic mode without a scorer is a config error.
+func TestSemanticNeedsScorer(t *testing.T) {
+	a, m, s := newBackends([]string{"x"}, answer("y"))
+	if _, err := NewSession("x", semanticConfig(), Backends{ASR: a, LLM: m, TTS: s}, nil, zerolog.Nop()); err == nil {
+		t.Fatal("semantic mode without Backends.EOU was accepted")
+	}
+}
+
+// TestEndWaitPacking: what audio-in reads back is what the stage stored, for
+// the right utterance only.
+func TestEndWaitPacking(t *testing.T) {
+	var w endWait
+	if _, _, ok := w.load(1); ok {
+		t.Fatal("empty endWait gave a decision")
+	}
+	w.store(7, 160*time.Millisecond, 0.8125)
+	ms, score, ok := w.load(7)
+	if !ok || ms != 160 || score < 0.812 || score > 0.813 {
+		t.Errorf("load = %d, %v, %v; want 160, 0.8125, true", ms, score, ok)
+	}
+	if _, _, ok := w.load(8); ok {
+		t.Error("a decision for utterance 7 was read for 8")
+	}
+}
+
+// TestSpeculativeAnswer: on a pause the answer starts and is held (no audio
+// and no answer text before the final transcript); a final with the same
+// words sends it at once, with the history as without speculation. A final
+// with other words discards it and answers those words normally.
+func TestSpeculativeAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		said     string // the fake recogniser's partial is its first word
+		promoted bool
+	}{{"same words", "hello", true}, {"other words", "what time is it", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := semanticConfig()
+				cfg.Speculative = true
+				sc := &fixedScorer{score: 0} // the turn waits MaxSilenceMs: time to prepare the answer
+				h := newSemanticHarness(t, cfg, sc, []string{tc.said}, answer("Hi there."), answer("Hi there."))
+				h.audio(false, 200)
+				h.audio(true, 400)
+				h.audio(false, 1500)
+				outs := h.until("trace event", isEvent(EventTrace))
+				final := -1
+				for i, o := range outs {
+					if o.Event != nil && o.Event.Type == EventTranscript && o.Event.Final {
+						final = i
+						break
+					}
+					// The release follows the final transcript in the pacer's
+					// queue. (A normal turn's audio may overtake its transcript
+					// event: they travel on different channels.)
+					if tc.promoted && (o.Audio != nil || (o.Event != nil && o.Event.Type == EventAnswer)) {
+						t.Fatalf("answer output before the final transcript: %s", summarize(outs[:i+1]))
+					}
+				}
+				if final < 0 {
+					t.Fatalf("no final transcript: %s", summarize(outs))
+				}
+				tr := events(outs, EventTrace)[0]
+				if tr.Speculative != tc.promoted {
+					t.Errorf("trace speculative %v, want %v", tr.Speculative, tc.promoted)
+				}
+				if tc.promoted {
+					if tr.SpeculativeLeadMs == nil || *tr.SpeculativeLeadMs < 1000 {
+						t.Errorf("speculative_lead_ms %v, want >= 1000 (started at the pause, committed after 1300 ms)", tr.SpeculativeLeadMs)
+					}
+					// The held audio goes out at the commit: no LLM or TTS time after it.
+					if v2v := *tr.VoiceToVoiceMs; v2v > 1300+2*frameMs {
+						t.Errorf("voice-to-voice %v ms, want the 1300 ms wait and nothing more", v2v)
+					}
+					if n := len(h.llm.requests()); n != 1 {
+						t.Errorf("%d LLM requests, want 1 (the speculative one)", n)
+					}
+				} else if n := len(h.llm.requests()); n != 2 {
+					t.Errorf("%d LLM requests, want 2 (discarded speculation, then the turn)", n)
+				}
+				if n := audioFrames(outs); n != 10 { // two words of 100 ms: one answer's audio
+					t.Errorf("%d audio frames, want 10 (the discarded answer's audio is never sent)", n)
+				}
+				var text string
+				for _, e := range events(outs, EventAnswer) {
+					text += e.Text
+				}
+				if text != "Hi there." {
+					t.Errorf("answer events give %q, want %q once", text, "Hi there.")
+				}
+				if reqs := h.llm.requests(); !reqs[0].Speculative {
+					t.Error("the first request was not marked speculative")
+				}
+				synctest.Wait()
+				checkHistory(t, h.s.History(), []llm.Message{
+					{Role: llm.RoleSystem, Content: cfg.SystemPrompt},
+					{Role: llm.RoleUser, Content: tc.said},
+					{Role: llm.RoleAssistant, Content: "Hi there."},
+				})
+				h.close()
+			})
+		})
+	}
+}
