@@ -37,8 +37,11 @@ type hub struct {
 	outQ sendQueue[outCtl]
 	jobQ sendQueue[*turn]
 
-	prefills chan<- *prefillJob // nil when early start is off
-	early    earlyStart
+	prefills    chan<- *prefillJob // nil when early start is off
+	eou         chan eouJob        // to the end-of-utterance stage (cap 1); nil in silence mode
+	spec        *speculation       // the speculative answer, if any (speculate.go)
+	partialSeen latestPartial      // the utterance's latest partial transcript
+	early       earlyStart
 
 	turnSeq int
 	pending *pendingUser
@@ -56,6 +59,9 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 	defer close(ctl)
 	if h.prefills != nil {
 		defer close(h.prefills)
+	}
+	if h.eou != nil {
+		defer close(h.eou)
 	}
 	defer h.stopTimers()
 	h.ctx = ctx
@@ -124,6 +130,11 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 }
 
 func (h *hub) input(m inputEvent) {
+	switch m.kind {
+	case inputPause, inputResume:
+		h.pauseEvent(m)
+		return
+	}
 	if m.kind == inputSpeech {
 		// Speech of the utterance that started the turn (its event can
 		// arrive after the final transcript) is not a barge-in.
@@ -190,12 +201,17 @@ func (h *hub) clientInterrupt(t *turn, playedMs float64, at time.Time) {
 func (h *hub) transcript(m asrEvent) {
 	if m.err != nil {
 		h.endEarly()
+		h.discardSpeculation("recognition failed")
 		h.sendError(0, CodeBackend, m.err.Error())
 		return
 	}
 	if !m.final {
 		if m.text != "" {
 			h.event(&Event{Type: EventTranscript, Turn: h.nextTurnID(), Text: m.text})
+			if m.trace != nil {
+				h.offerEOU(m.trace.utt, m.text)
+				h.partialSeen = latestPartial{utt: m.trace, text: strings.TrimSpace(m.text)}
+			}
 			h.partial(m)
 		}
 		return
@@ -203,9 +219,14 @@ func (h *hub) transcript(m asrEvent) {
 	// Before the final request is queued: a prefill still running would
 	// hold the backend (it keeps what it has processed).
 	h.endEarly()
+	h.partialSeen = latestPartial{}
 	text := strings.TrimSpace(m.text)
 	if text == "" {
+		h.discardSpeculation("no words")
 		h.log.Debug().Msg("empty final transcript: noise, no turn")
+		return
+	}
+	if h.commitSpeculation(text, m.trace) {
 		return
 	}
 	if p := h.pending; p != nil {
@@ -233,6 +254,9 @@ func (h *hub) nextTurnID() int {
 }
 
 func (h *hub) llm(m llmEvent) {
+	if h.speculativeLLM(m) {
+		return
+	}
 	t := m.t
 	if !m.done {
 		if t.phase == phaseGenerating && t.ctx.Err() == nil {
@@ -257,6 +281,12 @@ func (h *hub) llm(m llmEvent) {
 }
 
 func (h *hub) ttsFailed(m ttsFailure) {
+	if m.t.committed != nil && !m.t.promoted {
+		if h.spec != nil && h.spec.t == m.t {
+			h.discardSpeculation("tts failed")
+		}
+		return
+	}
 	if m.t.cut == cutNone {
 		h.fail(m.t, CodeBackend, m.err.Error())
 		h.trySettle(m.t)

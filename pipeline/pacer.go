@@ -100,7 +100,7 @@ func (p *pacer) run(ctx context.Context, audioIn <-chan pacedAudio, ctl <-chan o
 // only a frame straddling two messages is copied.
 func (p *pacer) enqueue(m pacedAudio) {
 	t := m.t
-	if t.id <= p.flushedUpTo {
+	if t.id <= p.flushedUpTo || t.dropped {
 		return
 	}
 	t.words = append(t.words, m.marks...)
@@ -139,6 +139,9 @@ func (p *pacer) enqueue(m pacedAudio) {
 func (p *pacer) pump(ctx context.Context) error {
 	for p.head < len(p.queue) {
 		q := p.queue[p.head]
+		if q.t.committed != nil && !q.t.released {
+			break // a speculative answer's audio waits for the commit
+		}
 		if q.end {
 			p.pop()
 			if err := p.end(ctx, q.t, reportEnded); err != nil {
@@ -173,7 +176,8 @@ func (p *pacer) pump(ctx context.Context) error {
 		q.t.sentSamples += len(q.pcm)
 		p.due = later(p.due, now).Add(frameDur)
 	}
-	switch waiting := p.head < len(p.queue); {
+	held := p.head < len(p.queue) && p.queue[p.head].t.committed != nil && !p.queue[p.head].t.released
+	switch waiting := p.head < len(p.queue) && !held; {
 	case waiting && !p.ticking:
 		p.ticker.Reset(frameDur)
 		p.ticking = true
@@ -199,19 +203,17 @@ func (p *pacer) control(ctx context.Context, c outCtl) error {
 		return p.send(ctx, Output{Event: c.event})
 	case c.trace != nil:
 		return p.sendTrace(ctx, c.trace)
+	case c.release != nil:
+		c.release.released = true
+		return nil
+	case c.discard != nil:
+		t := c.discard
+		t.dropped = true
+		p.drop(t)
+		return nil
 	}
 	t := c.flush
-	kept := p.queue[:p.head]
-	for _, q := range p.queue[p.head:] {
-		if q.t != t {
-			kept = append(kept, q)
-		}
-	}
-	clear(p.queue[len(kept):])
-	p.queue = kept
-	if p.partialTurn == t {
-		p.partial, p.partialTurn = nil, nil
-	}
+	p.drop(t)
 	p.flushedUpTo = max(p.flushedUpTo, t.id)
 	// What the client still holds: the lead in use (also after the last
 	// frame, while the client plays it out).
@@ -225,6 +227,21 @@ func (p *pacer) control(ctx context.Context, c outCtl) error {
 		}
 	}
 	return p.end(ctx, t, reportFlushed)
+}
+
+// drop removes t's queued audio.
+func (p *pacer) drop(t *turn) {
+	kept := p.queue[:p.head]
+	for _, q := range p.queue[p.head:] {
+		if q.t != t {
+			kept = append(kept, q)
+		}
+	}
+	clear(p.queue[len(kept):])
+	p.queue = kept
+	if p.partialTurn == t {
+		p.partial, p.partialTurn = nil, nil
+	}
 }
 
 // end marks turn_end (once per turn) and reports to the turn manager; after
@@ -244,7 +261,8 @@ func (p *pacer) sendTrace(ctx context.Context, t *turn) error {
 	ev := &Event{
 		Type: EventTrace, Turn: t.id, Marks: tr.SinceSpeechEnd(), Interrupted: tr.Interrupted,
 		PromptTokens: tr.PromptTokens, CachedTokens: tr.CachedTokens, EarlyTokens: tr.EarlyTokens,
-		TTFTMs: tr.TTFTMs(),
+		TTFTMs:    tr.TTFTMs(),
+		EndOfTurn: tr.EndOfTurn,
 	}
 	if v2v, ok := tr.VoiceToVoice(); ok {
 		ev.VoiceToVoiceMs = &v2v

@@ -22,6 +22,9 @@ import (
 type ttsStage struct {
 	synth tts.Synthesizer
 	log   zerolog.Logger
+
+	turn   *turn // the turn of the last job, and how many chunks of it were spoken
+	chunks int
 }
 
 func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- ttsCall, pcm chan<- tts.Chunk, toHub chan<- ttsFailure) error {
@@ -40,6 +43,22 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 			job = j
 		}
 		t := job.t
+		if t != s.turn {
+			s.turn, s.chunks = t, 0
+		}
+		if t.committed != nil && s.chunks > 0 {
+			// A speculative answer speaks its first chunk only until the
+			// commit (or its cancellation).
+			select {
+			case <-t.committed:
+			case <-t.ctx.Done():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if strings.TrimSpace(job.text) != "" {
+			s.chunks++
+		}
 		if t.ctx.Err() == nil && strings.TrimSpace(job.text) != "" {
 			if err := sendCtx(ctx, calls, ttsCall{kind: callBegin, job: job}); err != nil {
 				return err

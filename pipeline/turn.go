@@ -51,6 +51,9 @@ type turn struct {
 	cancel context.CancelFunc
 	trace  *traceRec
 	req    llm.Request
+	// committed is set for a speculative answer (speculate.go) and closed
+	// when it becomes the turn; nil for every other turn.
+	committed chan struct{}
 
 	// Owned by the pacer until it reports the turn ended or flushed; the
 	// turn manager reads them only after that report.
@@ -59,8 +62,12 @@ type turn struct {
 	words       []heardMark // in output order
 	firstOut    bool        // first_audio_out marked
 	ended       bool        // turn_end marked
+	released    bool        // speculative: the commit came, its audio may go out
+	dropped     bool        // speculative: discarded, its audio is dropped
 
 	// Owned by the turn manager.
+	promoted         bool // speculative and committed: an ordinary turn now
+	discarded        bool // speculative and discarded
 	phase            turnPhase
 	cut              cutReason
 	cutAt            time.Time
