@@ -24,6 +24,7 @@ const usage = `usage: voxpipe <command> [flags]
 commands:
   serve     run the voice server (WebSocket /ws, /metrics, /healthz, OpenAI API /v1/)
   llm       the in-process LLM engine's tools (run, bench, quantize, synth)
+  bench     benchmarks of the whole server: bench turns (end of turn, heard latency)
   version   print the version
 
 Run "voxpipe <command> -h" for a command's flags.
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string) error {
 		return runServe(ctx, args[1:])
 	case "llm":
 		return runLLM(ctx, args[1:])
+	case "bench":
+		return runBench(ctx, args[1:])
 	case "version", "--version", "-version":
 		fmt.Println(versionString())
 		return nil

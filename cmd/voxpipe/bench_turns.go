@@ -1,0 +1,692 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/rs/zerolog"
+
+	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+	"github.com/voxpipe/voxpipe/tts"
+	ttsespeak "github.com/voxpipe/voxpipe/tts/espeak"
+	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
+	"github.com/voxpipe/voxpipe/web"
+)
+
+// voxpipe bench turns: what a person hears, and how often a pause ends the
+// turn too soon, for the configured end of turn against mode silence in the
+// same run. Both servers run in this process on loopback WebSockets with
+// shared backends; every utterance is streamed in real time to one and then
+// the other (the order alternates), as a device would.
+//
+// The utterances are made at run time and never written to disk: complete
+// questions and sentences with a 300-1200 ms pause at a comma or inside a
+// phrase, spoken by flite and espeak-ng voices, plus the real recordings of
+// pocketsphinx-testdata (each is one turn: a commit inside it is a cut-off).
+
+const benchRate = 16000
+
+const benchTurnsUsage = `usage: voxpipe bench turns [flags]
+
+Streams complete questions and sentences with pauses to two in-process servers
+(the config, and the config with pipeline.turn.mode=silence) over /ws, and
+prints heard latency p50/p95 over the complete questions and the false
+cut-off rate over the paused sentences for each.
+`
+
+type benchItem struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"` // complete | paused | real
+	Voice   string `json:"voice,omitempty"`
+	PauseMs int    `json:"pause_ms,omitempty"`
+	Text    string `json:"text,omitempty"`
+
+	pcm       []int16 // 16 kHz, lead silence included, no tail
+	speechEnd int     // index after the last audible sample
+}
+
+type itemRun struct {
+	Item    string   `json:"item"`
+	Mode    string   `json:"mode"`
+	Finals  []string `json:"finals"`
+	HeardMs *float64 `json:"heard_ms,omitempty"`
+	// From the first turn's trace event.
+	ServerV2VMs  *float64 `json:"server_voice_to_voice_ms,omitempty"`
+	EOUScore     *float64 `json:"eou_score,omitempty"`
+	EndSilenceMs int      `json:"end_silence_ms,omitempty"`
+	Speculative  bool     `json:"speculative,omitempty"`
+	CutOff       bool     `json:"cut_off,omitempty"`
+	Err          string   `json:"error,omitempty"`
+}
+
+type modeSummary struct {
+	Mode          string  `json:"mode"`
+	HeardP50Ms    float64 `json:"heard_p50_ms"`
+	HeardP95Ms    float64 `json:"heard_p95_ms"`
+	HeardN        int     `json:"heard_n"`
+	NoAnswer      int     `json:"complete_without_answer"`
+	CutOffs       int     `json:"false_cutoffs"`
+	Paused        int     `json:"paused_utterances"`
+	CutOffRate    float64 `json:"false_cutoff_rate"`
+	RealCutOffs   int     `json:"real_recording_cutoffs"`
+	Real          int     `json:"real_recordings"`
+	Speculative   int     `json:"speculative_turns"`
+	MeanEndSilMs  float64 `json:"complete_mean_end_silence_ms"`
+	ServerV2VP50  float64 `json:"server_v2v_p50_ms"`
+	Errors        int     `json:"errors"`
+	completeHeard []float64
+}
+
+type turnsReport struct {
+	Config   map[string]string `json:"config"`
+	Semantic modeSummary       `json:"semantic"`
+	Silence  modeSummary       `json:"silence"`
+	Items    []benchItem       `json:"items"`
+	Runs     []itemRun         `json:"runs"`
+}
+
+func runBench(ctx context.Context, args []string) error {
+	if len(args) == 0 || args[0] != "turns" {
+		return fmt.Errorf("%w: voxpipe bench turns [flags]", errCommandLine)
+	}
+	fs := flag.NewFlagSet("bench turns", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), benchTurnsUsage); fs.PrintDefaults() }
+	cfgPath := fs.String("config", defaultConfigPath, "config file")
+	var sets, baseSets multiFlag
+	fs.Var(&sets, "set", "key=value for both servers (repeatable)")
+	fs.Var(&baseSets, "baseline-set", "key=value for the baseline server only (repeatable)")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	only := fs.String("only", "", "complete | paused | real: run only that kind")
+	limit := fs.Int("limit", 0, "at most this many utterances of each kind (0: all)")
+	parallel := fs.Int("parallel", 1, "utterances streamed at once")
+	seed := fs.Uint64("seed", 11, "seed of the pauses and noise")
+	port := fs.Int("port", 0, "loopback ports of the two servers: port and port+1 (0: any free ones)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	cfg, err := loadConfig(*cfgPath, "127.0.0.1:0", sets)
+	if err != nil {
+		return err
+	}
+	baseline, err := loadConfig(*cfgPath, "127.0.0.1:0", append(append(multiFlag{}, sets...), append(multiFlag{"pipeline.turn.mode=silence"}, baseSets...)...))
+	if err != nil {
+		return err
+	}
+	cfg.Log.Level = "warn"
+	log := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	be, closers, err := openBackends(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeAll(closers)
+
+	items, err := benchCorpus(ctx, *seed, *only, *limit)
+	if err != nil {
+		return err
+	}
+	if !*jsonOut {
+		fmt.Fprintf(os.Stderr, "bench turns: %d utterances, two servers, parallel %d\n", len(items), *parallel)
+	}
+	urls := map[string]string{}
+	for k, c := range []*config.Config{cfg, baseline} {
+		mode := []string{"semantic", "silence"}[k]
+		addr := "127.0.0.1:0"
+		if *port > 0 {
+			addr = fmt.Sprintf("127.0.0.1:%d", *port+k)
+		}
+		url, stop, err := benchServer(c, be, addr, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		urls[mode] = url
+	}
+	maxWait := time.Duration(max(cfg.Pipeline.Turn.MaxSilenceMs, cfg.Pipeline.VAD.EndSilenceMs, baseline.Pipeline.VAD.EndSilenceMs)) * time.Millisecond
+
+	runs := make([]itemRun, 2*len(items))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(1, *parallel))
+	for i := range items {
+		modes := []string{"semantic", "silence"}
+		if i%2 == 1 {
+			modes = []string{"silence", "semantic"}
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for k, mode := range modes {
+				r := streamItem(ctx, urls[mode], &items[i], maxWait)
+				r.Mode = mode
+				runs[2*i+k] = r
+				if !*jsonOut {
+					score := "-"
+					if r.EOUScore != nil {
+						score = fmt.Sprintf("%.2f", *r.EOUScore)
+					}
+					fmt.Fprintf(os.Stderr, "%-9s %-8s %-14s finals %d heard %-8s server v2v %-8s eou %s waited %d ms spec %v %q\n", mode, items[i].Kind,
+						items[i].Name, len(r.Finals), fmtMs(r.HeardMs), fmtMs(r.ServerV2VMs), score, r.EndSilenceMs, r.Speculative, r.Finals)
+				}
+			}
+		}()
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	rep := turnsReport{Items: items, Runs: runs, Config: map[string]string{
+		"mode": cfg.Pipeline.Turn.Mode, "min_silence_ms": fmt.Sprint(cfg.Pipeline.Turn.MinSilenceMs),
+		"max_silence_ms": fmt.Sprint(cfg.Pipeline.Turn.MaxSilenceMs), "threshold": fmt.Sprint(cfg.Pipeline.Turn.Threshold),
+		"speculative": fmt.Sprint(cfg.Pipeline.Turn.Speculative), "baseline_end_silence_ms": fmt.Sprint(baseline.Pipeline.VAD.EndSilenceMs),
+	}}
+	rep.Semantic = summarise("semantic", items, runs)
+	rep.Silence = summarise("silence", items, runs)
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", " ")
+		return enc.Encode(rep)
+	}
+	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
+		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d  speculative %d  errors %d\n",
+			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.Speculative, s.Errors)
+	}
+	return nil
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func fmtMs(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f ms", *v)
+}
+
+// benchServer serves c's pipeline on a loopback port.
+func benchServer(c *config.Config, be pipeline.Backends, addr string, log zerolog.Logger) (string, func(), error) {
+	ws, err := web.New(web.Config{MaxSessions: 64, MaxFrameBytes: c.Server.MaxFrameBytes, IdleTimeout: c.Server.IdleTimeout,
+		RTC: rtcConfig(c.Server.RTC), Pipeline: pipelineConfig(c)}, be, log)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: ws.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_ = ws.Shutdown(ctx)
+		_ = srv.Shutdown(ctx)
+	}
+	return "ws://" + ln.Addr().String() + "/ws", stop, nil
+}
+
+func percentile(v []float64, p float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(len(s)-1, i))]
+}
+
+func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
+	s := modeSummary{Mode: mode}
+	var endSil, v2v []float64
+	for i, r := range runs {
+		if r.Mode != mode {
+			continue
+		}
+		it := items[i/2]
+		if r.Err != "" {
+			s.Errors++
+		}
+		if r.Speculative {
+			s.Speculative++
+		}
+		switch it.Kind {
+		case "complete":
+			if r.HeardMs == nil {
+				s.NoAnswer++
+				continue
+			}
+			s.completeHeard = append(s.completeHeard, *r.HeardMs)
+			if r.EndSilenceMs > 0 {
+				endSil = append(endSil, float64(r.EndSilenceMs))
+			}
+			if r.ServerV2VMs != nil {
+				v2v = append(v2v, *r.ServerV2VMs)
+			}
+		case "paused":
+			s.Paused++
+			if r.CutOff {
+				s.CutOffs++
+			}
+		case "real":
+			s.Real++
+			if r.CutOff {
+				s.RealCutOffs++
+			}
+		}
+	}
+	s.HeardN = len(s.completeHeard)
+	s.HeardP50Ms, s.HeardP95Ms = percentile(s.completeHeard, 0.5), percentile(s.completeHeard, 0.95)
+	s.ServerV2VP50 = percentile(v2v, 0.5)
+	if len(endSil) > 0 {
+		var sum float64
+		for _, v := range endSil {
+			sum += v
+		}
+		s.MeanEndSilMs = sum / float64(len(endSil))
+	}
+	if s.Paused > 0 {
+		s.CutOffRate = float64(s.CutOffs) / float64(s.Paused)
+	}
+	return s
+}
+
+// streamItem plays one utterance to the server at url in real time and
+// records what came back.
+func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Duration) itemRun {
+	r := itemRun{Item: it.Name}
+	fail := func(err error) itemRun { r.Err = err.Error(); return r }
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ws, resp, err := websocket.DefaultDialer.DialContext(dctx, url, nil)
+	cancel()
+	if err != nil {
+		return fail(err)
+	}
+	_ = resp.Body.Close()
+	defer ws.Close()
+	if err := ws.WriteJSON(map[string]any{"type": "start", "sample_rate": benchRate, "encoding": "pcm16",
+		"output_sample_rate": benchRate, "client": map[string]string{"name": "voxpipe-bench-turns"}}); err != nil {
+		return fail(err)
+	}
+	var ready pipeline.Event
+	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := ws.ReadJSON(&ready); err != nil || ready.Type != pipeline.EventReady {
+		return fail(fmt.Errorf("no ready event: %v %s", err, ready.Message))
+	}
+	_ = ws.SetReadDeadline(time.Time{})
+
+	var mu sync.Mutex
+	var speechEndAt time.Time // when the last audible sample was spoken
+	var firstAudible time.Time
+	var finals []time.Time
+	var trace *pipeline.Event
+	got := make(chan struct{}, 1)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for {
+			typ, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			mu.Lock()
+			switch typ {
+			case websocket.BinaryMessage:
+				if firstAudible.IsZero() && !speechEndAt.IsZero() {
+					pcm := make([]int16, len(data)/2)
+					for i := range pcm {
+						pcm[i] = int16(binary.LittleEndian.Uint16(data[2*i:]))
+					}
+					if k := audio.FirstAudible(pcm, benchRate); k >= 0 {
+						firstAudible = now.Add(time.Duration(k) * time.Second / benchRate)
+						select {
+						case got <- struct{}{}:
+						default:
+						}
+					}
+				}
+			case websocket.TextMessage:
+				var ev pipeline.Event
+				if json.Unmarshal(data, &ev) == nil {
+					switch {
+					case ev.Type == pipeline.EventTranscript && ev.Final:
+						r.Finals = append(r.Finals, ev.Text)
+						finals = append(finals, now)
+					case ev.Type == pipeline.EventTrace && trace == nil:
+						trace = &ev
+					}
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Stream: a frame goes out when its last sample has been "spoken".
+	const frame = benchRate / 50
+	tail := maxWait + 1500*time.Millisecond
+	total := len(it.pcm) + int(tail.Seconds()*benchRate)
+	noise := rand.New(rand.NewPCG(uint64(len(it.pcm)), 7))
+	buf := make([]byte, 2*frame)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	for f := 0; f*frame < total; f++ {
+		for i := range frame {
+			n := f*frame + i
+			var v int16
+			if n < len(it.pcm) {
+				v = it.pcm[n]
+			} else {
+				v = int16(noise.NormFloat64() * 10) // the room after speech: about -70 dBFS
+			}
+			binary.LittleEndian.PutUint16(buf[2*i:], uint16(v))
+		}
+		if err := ws.WriteMessage(websocket.BinaryMessage, buf); err != nil {
+			return fail(err)
+		}
+		now := time.Now()
+		if end := (f + 1) * frame; end >= it.speechEnd && f*frame < it.speechEnd {
+			mu.Lock()
+			speechEndAt = now.Add(-time.Duration(end-it.speechEnd) * time.Second / benchRate)
+			mu.Unlock()
+		}
+		mu.Lock()
+		done := !firstAudible.IsZero() && it.Kind == "complete"
+		mu.Unlock()
+		if done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-tick.C:
+		}
+	}
+	_ = start
+	// Interrupt whatever plays, so that the turn's trace comes now.
+	_ = ws.WriteJSON(map[string]any{"type": "interrupt", "played_ms": 0})
+	select {
+	case <-readDone:
+	case <-time.After(1500 * time.Millisecond):
+	}
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		have := trace != nil
+		mu.Unlock()
+		if have {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = ws.WriteJSON(map[string]string{"type": "stop"})
+	_ = ws.SetReadDeadline(time.Now().Add(time.Second))
+	mu.Lock()
+	defer mu.Unlock()
+	if !firstAudible.IsZero() && !speechEndAt.IsZero() {
+		ms := float64(firstAudible.Sub(speechEndAt)) / float64(time.Millisecond)
+		r.HeardMs = &ms
+	}
+	// A cut-off: more than one turn, or a turn committed before the speech ended.
+	r.CutOff = len(finals) > 1 || (len(finals) == 1 && !speechEndAt.IsZero() && finals[0].Before(speechEndAt))
+	if trace != nil {
+		r.ServerV2VMs, r.EOUScore, r.EndSilenceMs, r.Speculative = trace.VoiceToVoiceMs, trace.EOUScore, trace.EndSilenceMs, trace.Speculative
+	}
+	return r
+}
+
+// ------------------------------------------------------------------ corpus
+
+// Questions spoken whole (written for this benchmark).
+var benchComplete = []string{
+	"What is the capital of France?",
+	"How far away is the moon?",
+	"Can you tell me a joke?",
+	"What time does the sun set today?",
+	"Set a timer for ten minutes.",
+	"What does the word ephemeral mean?",
+	"How do I boil an egg?",
+	"Who wrote the play Hamlet?",
+	"What is a compiler?",
+	"Turn off the lights in the kitchen.",
+	"What is the weather like in London?",
+	"How many legs does a spider have?",
+	"Remind me to call my sister tomorrow.",
+	"Why is the sky blue?",
+	"What is the difference between a frog and a toad?",
+}
+
+// Sentences with a pause: the first part, then the rest after the pause
+// (at a comma, or inside a phrase where people hesitate).
+var benchPaused = [][2]string{
+	{"If it rains tomorrow,", "should I take an umbrella to work?"},
+	{"When I get home tonight,", "remind me to water the plants."},
+	{"Before the meeting starts,", "can you tell me what is on my calendar?"},
+	{"Actually,", "what is the tallest mountain in Europe?"},
+	{"By the way,", "how many ounces are in a pound?"},
+	{"So my question is,", "why do cats purr?"},
+	{"Okay, listen,", "I need a recipe for banana bread."},
+	{"After I finish work,", "what is a good place to eat nearby?"},
+	{"Can you tell me", "how far it is from Paris to Berlin?"},
+	{"What is the", "best way to learn a new language?"},
+	{"I would like to know", "what time the pharmacy opens."},
+	{"How do I", "change a flat tire on my bike?"},
+	{"Set an alarm for", "six thirty in the morning."},
+	{"What's the difference between", "a virus and a bacterium?"},
+	{"Tell me about", "the history of the printing press."},
+	{"Could you explain how", "a refrigerator keeps food cold?"},
+	{"I want to", "book a table for two at eight."},
+	{"Is it going to be", "sunny this weekend in Madrid?"},
+	{"Play some music by", "a jazz pianist from New Orleans."},
+	{"How long should I", "bake a chicken in the oven?"},
+	{"What did you say the", "name of that river was?"},
+	{"Send a message to my brother", "saying I will be late."},
+	{"The last time I checked,", "the train left at nine. Is that still right?"},
+	{"If I leave at noon,", "will I make it to the airport on time?"},
+}
+
+type benchVoice struct {
+	name  string
+	synth tts.Synthesizer
+}
+
+func benchVoices() ([]benchVoice, error) {
+	var out []benchVoice
+	for _, v := range []string{"slt", "kal16", "awb", "rms"} {
+		s, err := ttsflite.New(ttsflite.Config{Voice: v, Rate: 1})
+		if err != nil {
+			continue
+		}
+		out = append(out, benchVoice{"flite-" + v, s})
+	}
+	for _, v := range []string{"en-us", "en"} {
+		c := ttsespeak.DefaultConfig()
+		c.Voice = v
+		s, err := ttsespeak.New(c)
+		if err != nil {
+			continue
+		}
+		out = append(out, benchVoice{"espeak-" + v, s})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("bench turns: no flite or espeak-ng voice could be opened")
+	}
+	return out, nil
+}
+
+// speak synthesizes text at 16 kHz with its leading and trailing silence cut.
+func speak(ctx context.Context, s tts.Synthesizer, text string) ([]int16, error) {
+	ch := make(chan tts.Chunk, 16)
+	errc := make(chan error, 1)
+	go func() { errc <- s.Synthesize(ctx, text, ch); close(ch) }()
+	var pcm []int16
+	for c := range ch {
+		pcm = append(pcm, c.PCM...)
+	}
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	if rate := s.SampleRate(); rate != benchRate {
+		rs, err := audio.NewResampler(rate, benchRate)
+		if err != nil {
+			return nil, err
+		}
+		pcm = rs.Process(nil, pcm)
+	}
+	start, end := audio.FirstAudible(pcm, benchRate), audio.AudibleEnd(pcm, benchRate)
+	if start < 0 || end <= start {
+		return nil, fmt.Errorf("no audible speech for %q", text)
+	}
+	return pcm[start:end], nil
+}
+
+func silence(ms int, rng *rand.Rand) []int16 {
+	out := make([]int16, ms*benchRate/1000)
+	for i := range out {
+		out[i] = int16(rng.NormFloat64() * 10)
+	}
+	return out
+}
+
+// benchCorpus builds the utterances (in memory only).
+func benchCorpus(ctx context.Context, seed uint64, only string, limit int) ([]benchItem, error) {
+	voices, err := benchVoices()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, v := range voices {
+			if c, ok := v.synth.(io.Closer); ok {
+				c.Close()
+			}
+		}
+	}()
+	rng := rand.New(rand.NewPCG(seed, 99))
+	var items []benchItem
+	add := func(it benchItem) { items = append(items, it) }
+	want := func(kind string, n int) bool { return (only == "" || only == kind) && (limit == 0 || n < limit) }
+	n := 0
+	for i := 0; i < 2*len(benchComplete) && want("complete", n); i++ {
+		q, v := benchComplete[i%len(benchComplete)], voices[(i+i/len(benchComplete))%len(voices)]
+		pcm, err := speak(ctx, v.synth, q)
+		if err != nil {
+			return nil, err
+		}
+		lead := silence(300, rng)
+		add(benchItem{Name: fmt.Sprintf("complete-%02d", i), Kind: "complete", Voice: v.name, Text: q,
+			pcm: append(lead, pcm...), speechEnd: len(lead) + len(pcm)})
+		n++
+	}
+	n = 0
+	for i := 0; i < 2*len(benchPaused) && want("paused", n); i++ {
+		p, v := benchPaused[i%len(benchPaused)], voices[(i+1+i/len(benchPaused))%len(voices)]
+		a, err := speak(ctx, v.synth, p[0])
+		if err != nil {
+			return nil, err
+		}
+		b, err := speak(ctx, v.synth, p[1])
+		if err != nil {
+			return nil, err
+		}
+		pause := 300 + rng.IntN(901)
+		pcm := append(silence(300, rng), a...)
+		pcm = append(append(pcm, silence(pause, rng)...), b...)
+		add(benchItem{Name: fmt.Sprintf("paused-%02d", i), Kind: "paused", Voice: v.name, PauseMs: pause,
+			Text: p[0] + " … " + p[1], pcm: pcm, speechEnd: len(pcm)})
+		n++
+	}
+	if only == "" || only == "real" {
+		real, err := realRecordings(rng)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range real {
+			if limit > 0 && i >= limit {
+				break
+			}
+			add(it)
+		}
+	}
+	if len(items) == 0 {
+		return nil, fmt.Errorf("%w: --only %q selects nothing (complete, paused or real)", errCommandLine, only)
+	}
+	return items, nil
+}
+
+// realRecordings are pocketsphinx-testdata's 16 kHz recordings, each one
+// turn (several have pauses between phrases); absent files are skipped.
+func realRecordings(rng *rand.Rand) ([]benchItem, error) {
+	const dir = "/usr/share/pocketsphinx/test/data"
+	var paths []string
+	for _, p := range []string{"goforward.raw", "something.raw", "numbers.raw"} {
+		paths = append(paths, filepath.Join(dir, p))
+	}
+	wavs, _ := filepath.Glob(filepath.Join(dir, "librivox", "*.wav"))
+	paths = append(paths, wavs...)
+	cards, _ := filepath.Glob(filepath.Join(dir, "cards", "*.wav"))
+	paths = append(paths, cards...)
+	var out []benchItem
+	for _, p := range paths {
+		var pcm []int16
+		if strings.HasSuffix(p, ".raw") {
+			raw, err := os.ReadFile(p)
+			if err != nil {
+				continue
+			}
+			pcm = make([]int16, len(raw)/2)
+			for i := range pcm {
+				pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
+			}
+		} else {
+			f, err := os.Open(p)
+			if err != nil {
+				continue
+			}
+			w, err := audio.DecodeWAV(f)
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+			pcm = w.Mono()
+			if w.SampleRate != benchRate {
+				rs, err := audio.NewResampler(w.SampleRate, benchRate)
+				if err != nil {
+					return nil, err
+				}
+				pcm = rs.Process(nil, pcm)
+			}
+		}
+		end := audio.AudibleEnd(pcm, benchRate)
+		if end <= 0 {
+			continue
+		}
+		pcm = append(silence(300, rng), pcm[:end]...)
+		out = append(out, benchItem{Name: "real-" + strings.TrimSuffix(filepath.Base(p), filepath.Ext(p)), Kind: "real",
+			pcm: pcm, speechEnd: len(pcm)})
+	}
+	return out, nil
+}
