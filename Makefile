@@ -19,7 +19,7 @@ BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz clean train-deps train-demo train-draft train-bench-pair
+.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz clean train-deps train-demo train-draft train-bench-pair train-eou
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -128,6 +128,16 @@ train-bench-pair: train-deps build ## train the bench target and distil its draf
 	cp $(BENCH_DIR)/draft/voxpipe-draft0-q8_0.gguf $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf
 	$(BIN)/voxpipe llm eval --model $(BENCH_DIR)/voxpipe-bench-q8_0.gguf --draft $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf --file build/train-data/valid.jsonl --limit 200
 	$(BIN)/voxpipe llm eval --model $(BENCH_DIR)/voxpipe-bench-q8_0.gguf --draft $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf --file $(BENCH_DIR)/draft/heldout-target.jsonl
+
+# The end-of-utterance scorer (pipeline/turn, models/README.md): the demo draft fine-tuned on
+# recogniser-form utterances, complete vs cut off at every word (llm/train/eou.py, CUDA).
+EOU_FLAGS ?= --seconds 120 --steps 6000
+
+train-eou: train-deps build ## rebuild models/voxpipe-eou-q8_0.gguf (corpus here; training needs PyTorch+CUDA+tokenizers)
+	python3 llm/train/prepare.py --out build/train-data --seed 1234
+	python3 llm/train/eou.py prepare --data build/train-data --out build/eou-data --seed 1234
+	$(TRAIN_PY) llm/train/eou.py train --data build/eou-data --init models/voxpipe-demo-draft-q8_0.gguf --out build/eou --seed 1234 $(EOU_FLAGS)
+	$(BIN)/voxpipe llm quantize build/eou/voxpipe-eou-f16.gguf models/voxpipe-eou-q8_0.gguf --type q8_0
 
 clean: ## remove build outputs
 	rm -rf $(BIN)

@@ -1,0 +1,660 @@
+#!/usr/bin/env python3
+"""Train the end-of-utterance scorer (models/voxpipe-eou-q8_0.gguf) used by pipeline/turn.
+
+The turn detector asks one question of a partial transcript: how likely is the end-of-user-message
+token <|im_end|> right after it, in "<|im_start|>user\\n{partial}"? A complete utterance should make
+it likely, a cut-off one unlikely. The scorer is the demo draft (same tokenizer) fine-tuned for that:
+
+  prepare  (standard library only) collects utterances in the form the recogniser produces — lower
+           case, no punctuation, digits spelled out — from prepare.py's corpus (the users' questions
+           and the first sentences of the answers), WordNet's example sentences, a small grammar of
+           everyday requests written here, and smalltalk.py. Each keeps a "," marker where the
+           written text had a comma (where people pause), which training drops. Split by text.
+  train    (PyTorch) draws utterances by source weight, adds recognition errors (substituted,
+           dropped and inserted words), and scores every word boundary in one pass: the last one is
+           complete (label 1), every earlier one a cut-off (label 0; a comma boundary counts double,
+           it is where a pause fools a silence timer). The loss is the binary cross-entropy of
+           P(<|im_end|>) there plus a little next-token loss, so the model stays a language model.
+           The checkpoint with the best validation AUC on noisy text is exported as GGUF F16, for
+           `voxpipe llm quantize`; report.json holds AUC (clean, noisy, commas), the scorer before
+           training, and a ROC table.
+
+make train-eou runs both and quantizes. Everything is seeded.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import random
+import re
+import sys
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+WORDNET = "/usr/share/wordnet"
+MAX_WORDS = 32
+
+# ------------------------------------------------------------------------------------------ ASR form
+
+ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen").split()
+TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def number_words(n):
+    """English words for 0 <= n < 10**9, the way a recogniser spells numbers (no "and")."""
+    if n < 20:
+        return ONES[n]
+    if n < 100:
+        return TENS[n // 10] + ("" if n % 10 == 0 else " " + ONES[n % 10])
+    if n < 1000:
+        return ONES[n // 100] + " hundred" + ("" if n % 100 == 0 else " " + number_words(n % 100))
+    for size, name in ((10 ** 6, "million"), (1000, "thousand")):
+        if n >= size:
+            return number_words(n // size) + " " + name + ("" if n % size == 0 else " " + number_words(n % size))
+    return ""
+
+
+def digits(m):
+    s = m.group()
+    if len(s) > 9:
+        return " ".join(ONES[int(c)] for c in s)
+    if len(s) == 4 and 1100 <= int(s) <= 2099 and int(s) % 100:  # years: nineteen eighty four
+        return number_words(int(s[:2])) + " " + (("oh " + ONES[int(s[3])]) if s[2] == "0" else number_words(int(s[2:])))
+    return number_words(int(s))
+
+
+def asr_form(text):
+    """Written text -> recogniser text: lower case, words of [a-z'], digits spelled out, commas kept as ","
+    tokens (markers only). None when nothing is left or it is too long."""
+    s = text.lower().replace("&", " and ").replace("%", " percent ").replace("+", " plus ").replace("@", " at ")
+    s = s.replace("\u2019", "'")
+    s = re.sub(r"\d+", lambda m: " " + digits(m) + " ", s)
+    s = re.sub(r"[,;:]", " , ", s)
+    s = re.sub(r"[^a-z', ]+", " ", s)
+    words = []
+    for w in s.split():
+        w = w.strip("'")
+        if w == "," and (not words or words[-1] == ","):
+            continue
+        if w:
+            words.append(w)
+    while words and words[-1] == ",":
+        words.pop()
+    n = sum(1 for w in words if w != ",")
+    if n == 0 or n > MAX_WORDS:
+        return None
+    return " ".join(words)
+
+
+# ------------------------------------------------------------------------------------------ sources
+
+def first_sentence(text):
+    return re.split(r"(?<=[.!?])\s+", text.strip())[0]
+
+
+def corpus_utterances(data_dir):
+    """The users' turns, and the answers' first sentences (things people also say), from prepare.py's output."""
+    for name in ("train.jsonl", "valid.jsonl"):
+        path = os.path.join(data_dir, name)
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                d = json.loads(line)
+                for m in d["messages"]:
+                    if m["role"] == "user":
+                        yield "user", m["content"]
+                    elif m["role"] == "assistant" and d.get("src") in ("wordnet", "smalltalk"):
+                        yield "answer", first_sentence(m["content"])
+
+
+def wordnet_examples():
+    """The quoted example sentences of WordNet's glosses ("he ran into the room")."""
+    for name in ("noun", "verb", "adj", "adv"):
+        with open(os.path.join(WORDNET, "data." + name), encoding="latin-1") as f:
+            for line in f:
+                if line.startswith("  "):
+                    continue
+                gloss = line.partition("|")[2]
+                for ex in re.findall(r'"([^"]{8,200})"', gloss):
+                    yield "example", ex
+
+
+PLACES = ["paris", "london", "tokyo", "berlin", "madrid", "rome", "chicago", "boston", "seattle", "denver", "toronto",
+          "sydney", "dublin", "lisbon", "new york", "san francisco", "los angeles", "mexico city", "hong kong",
+          "the airport", "the station", "the office", "my house", "the beach", "the mountains", "the city centre",
+          "the park", "my office", "the coast"]
+TIMES = ["tomorrow", "tonight", "today", "this evening", "this weekend", "next week", "on monday", "on friday",
+         "in the morning", "after lunch", "later", "right now", "at {n} o'clock", "at {n} thirty", "in {n} minutes",
+         "before the meeting", "on saturday night", "this afternoon"]
+ACTIONS = ["take an umbrella", "wear a coat", "leave early", "call my mother", "buy some milk", "water the plants",
+           "book a table", "pay the electricity bill", "walk the dog", "send the report", "check the oven",
+           "make pancakes", "fix a flat tyre", "learn to swim", "boil an egg", "change a light bulb", "tie a tie",
+           "bake bread", "reset my password", "get to the museum", "plant tomatoes", "clean a cast iron pan",
+           "start running", "write a cover letter", "cook rice", "remove a stain from a shirt", "renew my passport",
+           "feed the cat", "pick up the kids", "go to the gym", "cancel my appointment"]
+THINGS = ["a rainbow", "the moon", "a volcano", "photosynthesis", "gravity", "the internet", "a black hole",
+          "inflation", "a vaccine", "the stock market", "an earthquake", "electricity", "a compiler", "democracy",
+          "a hurricane", "the tide", "thunder", "a battery", "a solar panel", "the immune system", "jazz",
+          "a credit score", "a mortgage", "the speed of light", "a dinosaur", "the heart", "wifi", "a glacier"]
+PEOPLE = ["my sister", "my boss", "the doctor", "my friend sam", "grandma", "the plumber", "my dentist", "anna",
+          "the kids", "my brother", "david"]
+GENRES = ["jazz", "classical", "rock", "relaxing", "piano", "nineteen eighties", "happy", "country"]
+INTROS = ["if it rains {t}", "when i get home", "before i leave", "after the meeting", "so", "okay so", "by the way",
+          "actually", "hey voxpipe", "quick question", "i was wondering", "just out of curiosity", "well",
+          "if i leave {t}", "when you have a moment", "for my homework", "as soon as possible", "one more thing",
+          "sorry", "listen", "on second thought", "and also", "now", "alright", "so basically"]
+QUESTIONS = [
+    "what's the weather like in {p}", "what will the weather be {t}", "is it going to rain in {p} {t}",
+    "will it be sunny {t}", "how cold is it in {p}", "set a timer for {n} minutes", "set an alarm for {n} thirty",
+    "remind me to {a} {t}", "how do i {a}", "what's the best way to {a}", "should i {a} {t}",
+    "how long does it take to {a}", "can you remind me to {a}", "what is {x}", "how does {x} work",
+    "why is {x} important", "explain {x} to me", "tell me something about {x}", "what's the difference between {x} and {y}",
+    "how far is {p} from {q}", "how long is the flight from {p} to {q}", "what time is it in {p}",
+    "play some {g} music", "play something {g}", "turn up the volume", "turn off the lights in the kitchen",
+    "call {o}", "send a message to {o}", "text {o} that i'm running late", "tell {o} i'll be there {t}",
+    "what's on my calendar {t}", "do i have any meetings {t}", "add eggs to my shopping list",
+    "what's {n} times {m}", "what is {n} plus {m}", "how many days are there until christmas",
+    "convert {n} miles to kilometres", "how many grams are in a pound", "who invented {x}",
+    "tell me a joke", "tell me a joke about {x}", "what should i cook for dinner {t}",
+    "is there a pharmacy near {p}", "find a good restaurant near {p}", "how do you spell {w}",
+    "what does the word {w} mean", "can you help me {a}", "i need to {a} {t}", "i want to {a}",
+    "could you tell me how {x} works", "do you know where {p} is", "i'd like to know why {x} matters",
+    "can you explain what {x} is", "what are the symptoms of a cold", "how much water should i drink a day",
+    "where did i park the car", "what year did the first moon landing happen", "who won the game last night",
+    "is it safe to {a} {t}", "what's a good name for a puppy", "give me a recipe for {f}", "how do you make {f}",
+    "what goes well with {f}", "how many calories are in {f}", "i'm looking for a recipe with {f}",
+    "what's the capital of {c}", "how big is {c}", "what language do they speak in {c}",
+]
+FOODS = ["pasta", "chicken soup", "banana bread", "pancakes", "a salad", "fried rice", "lentils", "an omelette",
+         "guacamole", "apple pie", "curry"]
+COUNTRIES = ["france", "japan", "brazil", "canada", "kenya", "norway", "australia", "egypt", "peru", "india"]
+WORDS = ["necessary", "rhythm", "separate", "definitely", "ephemeral", "lantern", "harbour", "conscientious"]
+
+
+def grammar_utterances(rng, n):
+    def fill(t):
+        return t.format(p=rng.choice(PLACES), q=rng.choice(PLACES), t=fill(rng.choice(TIMES)) if "{t}" in t else "",
+                        a=rng.choice(ACTIONS), x=rng.choice(THINGS), y=rng.choice(THINGS), o=rng.choice(PEOPLE),
+                        g=rng.choice(GENRES), n=rng.randint(2, 12), m=rng.randint(2, 99), w=rng.choice(WORDS),
+                        f=rng.choice(FOODS), c=rng.choice(COUNTRIES))
+    for _ in range(n):
+        q = fill(rng.choice(QUESTIONS))
+        r = rng.random()
+        if r < 0.25:
+            q = fill(rng.choice(INTROS)) + ", " + q
+        elif r < 0.35:
+            q = q + ", and " + fill(rng.choice(QUESTIONS))
+        elif r < 0.42:
+            q = q + ", please"
+        elif r < 0.47:
+            q = fill(rng.choice(QUESTIONS)) + ". " + q  # two sentences in one turn
+        yield "grammar", q
+
+
+def smalltalk_utterances():
+    import smalltalk
+    for qs, _ in smalltalk.INTENTS:
+        for q in qs:
+            yield "smalltalk", q
+
+
+def prepare(args):
+    rng = random.Random(args.seed)
+    seen = set()
+    train, valid = [], []
+    counts = {}
+    sources = [corpus_utterances(args.data), wordnet_examples(), grammar_utterances(rng, args.grammar),
+               smalltalk_utterances()]
+    for gen in sources:
+        for src, text in gen:
+            form = asr_form(text)
+            if form is None:
+                continue
+            key = form.replace(" ,", "")
+            if key in seen:
+                continue
+            seen.add(key)
+            # split by text so that a validation utterance never occurs in training
+            to_valid = zlib.crc32(key.encode()) % 1000 < args.valid_permille
+            (valid if to_valid else train).append("%s\t%s" % (src, form))
+            counts[src] = counts.get(src, 0) + 1
+    rng.shuffle(train)
+    rng.shuffle(valid)
+    os.makedirs(args.out, exist_ok=True)
+    for name, rows in (("eou-train", train), ("eou-valid", valid)):
+        with gzip.open(os.path.join(args.out, name + ".tsv.gz"), "wt", encoding="utf-8", compresslevel=9) as f:
+            f.write("\n".join(rows) + "\n")
+    print(json.dumps({"sources": counts, "train": len(train), "valid": len(valid)}))
+
+
+# ------------------------------------------------------------------------------------------ data for training
+
+def load_tsv(path):
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            src, _, text = line.rstrip("\n").partition("\t")
+            if text:
+                rows.append((src, text.split()))
+    return rows
+
+
+class Noise:
+    """Recognition errors: per utterance an error rate, then per word a substitution (a random word of the
+    vocabulary, content words as often as function words), a deletion or an inserted short word. The last word is
+    only ever substituted, so a complete utterance stays complete in shape."""
+
+    RATES = (0.0, 0.0, 0.05, 0.1, 0.15, 0.2, 0.3)
+    SHORT = "a the and i to of it in uh is that".split()
+
+    def __init__(self, vocab, rng):
+        self.vocab, self.rng = vocab, rng
+
+    def __call__(self, words, rate=None):
+        rng = self.rng
+        rate = rng.choice(self.RATES) if rate is None else rate
+        if rate == 0:
+            return words
+        out = []
+        last = len(words) - 1
+        while last > 0 and words[last] == ",":
+            last -= 1
+        for i, w in enumerate(words):
+            if w == "," or rng.random() >= rate:
+                out.append(w)
+                continue
+            r = rng.random()
+            if r < 0.6 or i == last:
+                out.append(rng.choice(self.vocab))
+            elif r < 0.85:
+                continue
+            else:
+                out += [w, rng.choice(self.SHORT)]
+        return out if any(w != "," for w in out) else words
+
+
+def labelled(words):
+    """(words without commas, weight of each boundary's cut-off label): boundaries before a comma weigh 2."""
+    plain, weight = [], []
+    for w in words:
+        if w == ",":
+            if weight:
+                weight[-1] = 2.0
+            continue
+        plain.append(w)
+        weight.append(1.0)
+    return plain, weight
+
+
+# ------------------------------------------------------------------------------------------ tokenizer
+
+class ByteBPE:
+    """The GGUF file's byte-level BPE for recogniser text (ASCII): a fallback where the tokenizers package is missing
+    (CPU smoke tests); on the training machine it is checked against tokenizers' output."""
+
+    PAT = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[a-z]+| ?[0-9]+| ?[^\sa-z0-9]+|\s+(?!\S)|\s+")
+
+    def __init__(self, tokens, merges):
+        self.ids = {t: i for i, t in enumerate(tokens)}
+        self.ranks = {tuple(m.split(" ", 1)): i for i, m in enumerate(merges)}
+        bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+        cs = bs[:]
+        n = 0
+        for b in range(256):
+            if b not in bs:
+                bs.append(b)
+                cs.append(256 + n)
+                n += 1
+        self.byte = {b: chr(c) for b, c in zip(bs, cs)}
+
+    def piece(self, s):
+        parts = [self.byte[b] for b in s.encode("utf-8")]
+        while len(parts) > 1:
+            best = min(range(len(parts) - 1), key=lambda i: self.ranks.get((parts[i], parts[i + 1]), 1 << 30))
+            if (parts[best], parts[best + 1]) not in self.ranks:
+                break
+            parts[best:best + 2] = [parts[best] + parts[best + 1]]
+        return [self.ids[p] for p in parts]
+
+    def encode(self, text):
+        return [i for p in self.PAT.findall(text) for i in self.piece(p)]
+
+
+class Vocab:
+    """What write_gguf needs of a tokenizer, taken from the initial model's file (so the tokenizer is identical)."""
+
+    def __init__(self, meta):
+        self.meta = meta
+
+    def get_vocab(self):
+        return {t: i for i, t in enumerate(self.meta["tokenizer.ggml.tokens"])}
+
+    def token_to_id(self, s):
+        return self.meta["tokenizer.ggml.tokens"].index(s)
+
+    def to_str(self):
+        return json.dumps({"model": {"merges": self.meta["tokenizer.ggml.merges"]}})
+
+
+class Encoder:
+    """Word -> token ids, cached: recogniser text has no punctuation, so a word's tokens never depend on its
+    neighbours (the pre-tokenizer splits before every space)."""
+
+    def __init__(self, reader, log):
+        meta = reader.meta
+        self.bpe = ByteBPE(meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.merges"])
+        self.hf = None
+        try:
+            from gguf_read import load_tokenizer
+            self.hf = load_tokenizer(reader)
+        except ImportError:
+            log("tokenizers is not installed: using the pure-Python byte-level BPE")
+        self.cache = {}
+        self.head = self.encode_text("<|im_start|>user\n")
+        self.end = meta["tokenizer.ggml.tokens"].index("<|im_end|>")
+
+    def encode_text(self, text):
+        if self.hf is not None:
+            return self.hf.encode(text).ids
+        start = "<|im_start|>"
+        if text.startswith(start):
+            return [self.bpe.ids[start]] + self.bpe.encode(text[len(start):])
+        return self.bpe.encode(text)
+
+    def word(self, w, first):
+        key = (w, first)
+        ids = self.cache.get(key)
+        if ids is None:
+            ids = self.encode_text(w if first else " " + w)
+            self.cache[key] = ids
+        return ids
+
+    def utterance(self, words):
+        """Token ids of "<|im_start|>user\\n" + words, and the index of each word's last token."""
+        ids, ends = list(self.head), []
+        for i, w in enumerate(words):
+            ids += self.word(w, i == 0)
+            ends.append(len(ids) - 1)
+        return ids, ends
+
+    def check(self, rows, log):
+        """Per-word encoding equals the whole text's (and, with tokenizers, the fallback BPE equals it)."""
+        bad = fb = 0
+        for _, words in rows:
+            words = [w for w in words if w != ","]
+            whole = self.encode_text("<|im_start|>user\n" + " ".join(words))
+            if whole != self.utterance(words)[0]:
+                bad += 1
+            if self.hf is not None and self.bpe.encode(" ".join(words)) != self.hf.encode(" ".join(words)).ids:
+                fb += 1
+        log("tokenizer check on %d utterances: %d per-word mismatches, %d fallback mismatches" % (len(rows), bad, fb))
+        return bad
+
+
+# ------------------------------------------------------------------------------------------ training
+
+def make_batch(enc, items, torch, device):
+    """items: (words, cut weights). Right-padded ids, and per scored boundary: row, position, label, weight."""
+    seqs, rows, cols, labels, weights = [], [], [], [], []
+    for r, (words, w) in enumerate(items):
+        ids, ends = enc.utterance(words)
+        seqs.append(ids)
+        for j, e in enumerate(ends):
+            last = j == len(ends) - 1
+            rows.append(r)
+            cols.append(e)
+            labels.append(1.0 if last else 0.0)
+            weights.append(1.0 if last else w[j])
+    T = max(len(s) for s in seqs)
+    x = torch.zeros(len(seqs), T, dtype=torch.long)
+    lm = torch.zeros(len(seqs), T, dtype=torch.bool)
+    for r, s in enumerate(seqs):
+        x[r, :len(s)] = torch.tensor(s)
+        lm[r, len(enc.head) - 1:len(s) - 1] = True  # next-token loss on the words (targets are x[:, 1:])
+    t = lambda v, dt: torch.tensor(v, dtype=dt, device=device)
+    return (x.to(device), lm.to(device), t(rows, torch.long), t(cols, torch.long), t(labels, torch.float32),
+            t(weights, torch.float32))
+
+
+def auc(scores, labels):
+    """Area under the ROC curve (Mann-Whitney, ties counted half)."""
+    pairs = sorted(zip(scores, labels))
+    n_pos = sum(labels)
+    n_neg = len(labels) - n_pos
+    if not n_pos or not n_neg:
+        return float("nan")
+    rank_sum, i = 0.0, 0
+    while i < len(pairs):
+        j = i
+        while j < len(pairs) and pairs[j][0] == pairs[i][0]:
+            j += 1
+        mid = (i + j + 1) / 2.0  # 1-based average rank
+        rank_sum += mid * sum(l for _, l in pairs[i:j])
+        i = j
+    return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+def score_set(model, enc, items, torch, F, device, autocast, batch=512):
+    """P(<|im_end|>) at every boundary of every item: lists of (score, label, comma-boundary, src)."""
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(items), batch):
+            chunk = items[i:i + batch]
+            x, _, rows, cols, labels, weights = make_batch(enc, [(w, c) for _, w, c in chunk], torch, device)
+            with autocast():
+                logits = model(x)
+            lp = logits[rows, cols].float().log_softmax(-1)[:, enc.end].exp()
+            srcs = [chunk[r][0] for r in rows.tolist()]
+            out += list(zip(lp.tolist(), labels.tolist(), (weights > 1.5).tolist(), srcs))
+    model.train()
+    return out
+
+
+def summarise(scored):
+    s = [x[0] for x in scored]
+    l = [x[1] for x in scored]
+    res = {"auc": round(auc(s, l), 4), "n_complete": int(sum(l)), "n_cut": len(l) - int(sum(l))}
+    comma = [x for x in scored if x[1] == 1 or x[2]]
+    res["auc_complete_vs_comma_cuts"] = round(auc([x[0] for x in comma], [x[1] for x in comma]), 4)
+    res["by_source"] = {src: round(auc([x[0] for x in scored if x[3] == src], [x[1] for x in scored if x[3] == src]), 4)
+                        for src in sorted({x[3] for x in scored})}
+    roc = []
+    pos = sorted(x[0] for x in scored if x[1] == 1)
+    neg = [x[0] for x in scored if x[1] == 0]
+    cneg = [x[0] for x in scored if x[2]]
+    for q in (0.05, 0.1, 0.2, 0.3, 0.5):  # thresholds that keep (1-q) of complete utterances
+        th = pos[int(q * len(pos))]
+        roc.append({"threshold": float("%.4g" % th), "complete_above": round(1 - q, 2),
+                    "cut_above": round(sum(1 for v in neg if v >= th) / max(len(neg), 1), 4),
+                    "comma_cut_above": round(sum(1 for v in cneg if v >= th) / max(len(cneg), 1), 4)})
+    for th in (0.1, 0.2, 0.3, 0.5, 0.7):
+        roc.append({"threshold": th, "complete_above": round(sum(1 for v in pos if v >= th) / max(len(pos), 1), 4),
+                    "cut_above": round(sum(1 for v in neg if v >= th) / max(len(neg), 1), 4),
+                    "comma_cut_above": round(sum(1 for v in cneg if v >= th) / max(len(cneg), 1), 4)})
+    res["roc"] = roc
+    return res
+
+
+def train(args):
+    import contextlib
+    import torch
+    import torch.nn.functional as F
+    if not hasattr(F, "scaled_dot_product_attention"):  # PyTorch < 2.0 (Debian's), for CPU smoke tests
+        def sdpa(q, k, v, is_causal=False, attn_mask=None):
+            s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            if is_causal:
+                s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+            return s.softmax(-1) @ v
+        F.scaled_dot_product_attention = sdpa
+    from gguf_read import load_llama
+    from train import Llama, write_gguf
+
+    os.makedirs(args.out, exist_ok=True)
+    t0 = time.time()
+    logf = open(os.path.join(args.out, "eou.log"), "w")
+
+    def log(msg):
+        line = "[%6.1fs] %s" % (time.time() - t0, msg)
+        print(line, flush=True)
+        logf.write(line + "\n")
+        logf.flush()
+
+    device = args.device if (args.device != "cuda" or torch.cuda.is_available()) else "cpu"
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+
+    def autocast():
+        return torch.autocast("cuda", dtype=torch.bfloat16) if cuda else contextlib.nullcontext()
+
+    model, reader = load_llama(args.init)
+    model = model.to(device)
+    for b in model.blocks:
+        b.drop.p = args.dropout
+    enc = Encoder(reader, log)
+    train_rows = load_tsv(os.path.join(args.data, "eou-train.tsv.gz"))
+    valid_rows = load_tsv(os.path.join(args.data, "eou-valid.tsv.gz"))[:args.valid]
+    report_check = enc.check(valid_rows[:2000], log)  # must be 0: the engine encodes the whole text
+    vocab = sorted({w for _, ws in train_rows for w in ws if w != ","})
+    noise = Noise(vocab, rng)
+    by_src = {}
+    for src, ws in train_rows:
+        by_src.setdefault(src, []).append(ws)
+    weights = {s: args.weights.get(s, 0.1) for s in by_src}
+    log("train %s, valid %d, vocab %d, weights %s" % ({s: len(v) for s, v in by_src.items()}, len(valid_rows),
+                                                     len(vocab), weights))
+    srcs = sorted(by_src)
+    cum = []
+    tot = 0.0
+    for s in srcs:
+        tot += weights[s]
+        cum.append(tot)
+
+    def draw():
+        r = rng.random() * tot
+        s = srcs[next(i for i, c in enumerate(cum) if r < c)]
+        return rng.choice(by_src[s])
+
+    vrng = random.Random(args.seed + 7)
+    vnoise = Noise(vocab, vrng)
+    valid_clean = [(s,) + labelled(ws) for s, ws in valid_rows]
+    valid_noisy = [(s,) + labelled(vnoise(ws, vrng.choice((0.1, 0.2, 0.3)))) for s, ws in valid_rows]
+
+    def evaluate(tag):
+        res = {"clean": summarise(score_set(model, enc, valid_clean, torch, F, device, autocast)),
+               "noisy": summarise(score_set(model, enc, valid_noisy, torch, F, device, autocast))}
+        log("%s: AUC clean %.4f noisy %.4f (comma cuts %.4f)" % (tag, res["clean"]["auc"], res["noisy"]["auc"],
+                                                                res["noisy"]["auc_complete_vs_comma_cuts"]))
+        return res
+
+    def export(state, name):
+        """state as GGUF F16; the scorer never sees more than a partial, so a small context (KV cache)."""
+        m = Llama(**{k: v for k, v in model.cfg.items() if k != "ctx"}, ctx=args.ctx)
+        m.load_state_dict({k: v.detach().float().cpu() for k, v in state.items()})
+        return write_gguf(os.path.join(args.out, name), m, Vocab(reader.meta), "voxpipe-eou", "f16")
+
+    report = {"args": {k: v for k, v in vars(args).items()}, "torch": torch.__version__, "device": device,
+              "tokenizer_mismatches": report_check, "tokenizers_package": enc.hf is not None}
+    report["before"] = evaluate("before training (the draft)")
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.05)
+    best = (-1.0, None, 0)
+    history = []
+    start = time.time()
+    step = 0
+    pos_weight = args.pos_weight
+    steps = args.steps
+    while step < steps and time.time() - start < args.seconds:
+        if step == 50:  # shorten the schedule to what fits in --seconds, so the learning rate decays in time
+            fit = int(0.9 * args.seconds / ((time.time() - start) / 50))
+            if fit < steps:
+                log("%d steps fit in %.0fs, not %d" % (fit, args.seconds, steps))
+                steps = fit
+        lr = args.lr * min(1.0, (step + 1) / 100) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / steps))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        items = [labelled(noise(draw())) for _ in range(args.batch)]
+        x, lm, rows, cols, labels, w = make_batch(enc, items, torch, device)
+        with autocast():
+            logits = model(x)
+        lp = logits[rows, cols].float().log_softmax(-1)[:, enc.end]
+        # log(1 - p) computed stably from log p
+        l_neg = torch.log(-torch.expm1(lp.clamp(max=-1e-6)))
+        bce = -(labels * pos_weight * lp + (1 - labels) * l_neg) * w
+        bce = bce.sum() / (w * torch.where(labels > 0, pos_weight, 1.0)).sum()
+        lm_logits = logits[:, :-1][lm[:, :-1]].float()
+        lm_loss = F.cross_entropy(lm_logits, x[:, 1:][lm[:, :-1]])
+        loss = bce + args.lm_weight * lm_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        if step % args.eval_every == 0 or step == steps:
+            res = evaluate("step %d %.0fs lr %.2e bce %.4f lm %.3f" % (step, time.time() - start, lr, bce.item(),
+                                                                       lm_loss.item()))
+            history.append({"step": step, "seconds": round(time.time() - start, 1), "bce": round(bce.item(), 4),
+                            "auc_clean": res["clean"]["auc"], "auc_noisy": res["noisy"]["auc"]})
+            if res["noisy"]["auc"] > best[0]:
+                best = (res["noisy"]["auc"], {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
+                if args.keep_best:  # a run cut short (a timeout) still leaves its best model
+                    export(best[1], "voxpipe-eou-best-f16.gguf")
+    if best[1] is None or (history and history[-1]["step"] != step):
+        res = evaluate("final step %d" % step)
+        if res["noisy"]["auc"] > best[0]:
+            best = (res["noisy"]["auc"], {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
+    model.load_state_dict(best[1])
+    report["history"] = history
+    report["steps"] = step
+    report["best_step"] = best[2]
+    report["after"] = evaluate("best (step %d)" % best[2])
+    path = os.path.join(args.out, "voxpipe-eou-f16.gguf")
+    report["gguf_bytes"] = export(best[1], os.path.basename(path))
+    if args.keep_best and os.path.exists(os.path.join(args.out, "voxpipe-eou-best-f16.gguf")):
+        os.remove(os.path.join(args.out, "voxpipe-eou-best-f16.gguf"))
+    with open(os.path.join(args.out, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    log("exported %s (%d bytes)" % (path, report["gguf_bytes"]))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("prepare", help="recogniser-form utterances (standard library only)")
+    p.add_argument("--data", default="build/train-data", help="prepare.py's output")
+    p.add_argument("--out", default="build/eou-data")
+    p.add_argument("--grammar", type=int, default=40000, help="utterances drawn from the request grammar")
+    p.add_argument("--valid-permille", type=int, default=20)
+    p.add_argument("--seed", type=int, default=1234)
+    t = sub.add_parser("train", help="fine-tune the scorer (PyTorch)")
+    t.add_argument("--data", default="build/eou-data")
+    t.add_argument("--init", default="models/voxpipe-demo-draft-q8_0.gguf")
+    t.add_argument("--out", default="build/eou")
+    t.add_argument("--steps", type=int, default=3000)
+    t.add_argument("--seconds", type=float, default=110, help="stop training after this long")
+    t.add_argument("--batch", type=int, default=256)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--dropout", type=float, default=0.1)
+    t.add_argument("--lm-weight", type=float, default=0.2)
+    t.add_argument("--pos-weight", type=float, default=3.0, help="weight of a complete boundary against a cut")
+    t.add_argument("--weights", type=json.loads, default={"user": 0.25, "example": 0.25, "answer": 0.15,
+                                                          "grammar": 0.3, "smalltalk": 0.05},
+                   help="JSON: share of each source in a batch")
+    t.add_argument("--valid", type=int, default=4000, help="validation utterances scored")
+    t.add_argument("--eval-every", type=int, default=500)
+    t.add_argument("--ctx", type=int, default=128, help="context length written to the GGUF file")
+    t.add_argument("--keep-best", action="store_true", help="also export each new best checkpoint as it is found")
+    t.add_argument("--seed", type=int, default=1234)
+    t.add_argument("--device", default="cuda")
+    args = ap.parse_args()
+    prepare(args) if args.cmd == "prepare" else train(args)
+
+
+if __name__ == "__main__":
+    main()
