@@ -101,7 +101,11 @@ func openBackends(c *config.Config) (pipeline.Backends, []io.Closer, error) {
 	be.TTS, closers = synth, append(closers, cl)
 	if t := c.Pipeline.Turn; t.Mode == string(endturn.ModeSemantic) {
 		// Its own small engine, whatever the LLM backend: loaded once here.
-		eou, err := endturn.OpenLM(t.Model, t.Threads, c.Server.MaxSessions)
+		sessions := int(c.Server.MaxSessions)
+		if sessions <= 0 { // auto: room for a cache per session of a busy server
+			sessions = 64
+		}
+		eou, err := endturn.OpenLM(t.Model, t.Threads, sessions)
 		if err != nil {
 			return fail(fmt.Errorf("pipeline.turn.model (%s): %w", c.Origin("pipeline.turn.model"), err))
 		}
