@@ -320,8 +320,12 @@ func TestSpeculativeWaitsForCommitted(t *testing.T) {
 	e := openTiny(t, defaultTiny("llama", gguf.TypeQ8_0), nil)
 	run := func(committed chan struct{}) (otherDoneFirst bool) {
 		// The committed answer: 480 tokens whatever the model samples.
+		prompt, err := e.renderPrompt(hello, 480)
+		if err != nil {
+			t.Fatal(err)
+		}
 		a := &request{ctx: context.Background(), req: llm.Request{Messages: hello, MaxTokens: 480, Conversation: "a"},
-			out: make(chan llm.Token, 483), ignoreEOG: true}
+			prompt: prompt, out: make(chan llm.Token, 483), ignoreEOG: true}
 		if err := e.enqueue(a); err != nil {
 			t.Fatal(err)
 		}
@@ -353,9 +357,15 @@ func TestSpeculativeWaitsForCommitted(t *testing.T) {
 	if !run(make(chan struct{})) {
 		t.Error("the speculative answer got a token while the committed answer was still decoding")
 	}
+	// Once committed it is an ordinary answer (and a request that is not
+	// speculative never waits).
 	c := make(chan struct{})
+	g := &generation{r: &request{req: llm.Request{Speculative: true, Committed: c}}}
+	if !g.speculative() {
+		t.Error("an uncommitted speculative request is not treated as speculative")
+	}
 	close(c)
-	if run(c) {
-		t.Error("a committed speculative answer waited for the other answer to end")
+	if g.speculative() || (&generation{r: &request{}}).speculative() {
+		t.Error("a committed (or ordinary) request is still treated as speculative")
 	}
 }
