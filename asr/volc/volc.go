@@ -254,8 +254,11 @@ type response struct {
 func (s *stream) run() {
 	defer close(s.done)
 	defer close(s.results)
-	final, err := s.converse()
+	final, logid, err := s.converse()
 	if err != nil {
+		if logid != "" { // what Volcengine's support asks for
+			err = fmt.Errorf("%w (logid %s)", err, logid)
+		}
 		s.setErr(err)
 	}
 	if s.ctx.Err() != nil && err == nil {
@@ -267,7 +270,12 @@ func (s *stream) run() {
 	s.results <- asr.Result{Text: final, Final: true, At: time.Now()} // room is kept for it
 }
 
-func (s *stream) converse() (string, error) {
+func (s *stream) converse() (final, logid string, err error) {
+	final, err = s.converseLog(&logid)
+	return final, logid, err
+}
+
+func (s *stream) converseLog(logid *string) (string, error) {
 	cfg := s.r.cfg
 	h := http.Header{}
 	h.Set("X-Api-App-Key", cfg.AppID)
@@ -284,7 +292,8 @@ func (s *stream) converse() (string, error) {
 		return "", handshakeError("volc asr", resp, err)
 	}
 	defer conn.Close()
-	cfg.Log.Debug().Str("logid", resp.Header.Get("X-Tt-Logid")).Str("connect_id", connID).Msg("volc asr: connected")
+	*logid = resp.Header.Get("X-Tt-Logid")
+	cfg.Log.Debug().Str("logid", *logid).Str("connect_id", connID).Msg("volc asr: connected")
 	s.awaitFinal(conn)
 	stop := context.AfterFunc(s.ctx, func() { _ = conn.Close() })
 	defer stop()
@@ -349,6 +358,8 @@ func (s *stream) converse() (string, error) {
 				return "", &volcproto.ServerError{Service: "volc asr", Code: r.Code, Message: r.Message + r.Error}
 			}
 			if f.Last() {
+				// The final. Whether the server then closes is not
+				// documented [?]; the client closes (deferred).
 				return r.Result.Text, nil
 			}
 			if r.Result.Text != "" && r.Result.Text != text {

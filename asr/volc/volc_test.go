@@ -122,6 +122,9 @@ func TestFaults(t *testing.T) {
 			if final != "" {
 				t.Fatalf("a failed utterance gave the final %q", final)
 			}
+			if !strings.Contains(err.Error(), "(logid fake-log-1)") {
+				t.Fatalf("err %v does not carry the connection's logid", err)
+			}
 		})
 	}
 }

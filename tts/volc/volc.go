@@ -107,6 +107,15 @@ func speakable(text string) bool {
 // they arrive. The service gives no word timings on this API, so the one
 // word mark says the whole text was heard with the last sample.
 func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tts.Chunk) error {
+	logid := ""
+	err := s.synthesize(ctx, text, out, &logid)
+	if err != nil && logid != "" && ctx.Err() == nil {
+		err = fmt.Errorf("%w (logid %s)", err, logid) // what Volcengine's support asks for
+	}
+	return err
+}
+
+func (s *Synthesizer) synthesize(ctx context.Context, text string, out chan<- tts.Chunk, logid *string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -124,7 +133,8 @@ func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tt
 		return handshakeError(resp, err)
 	}
 	defer conn.Close()
-	cfg.Log.Debug().Str("logid", resp.Header.Get("X-Tt-Logid")).Msg("volc tts: connected")
+	*logid = resp.Header.Get("X-Tt-Logid")
+	cfg.Log.Debug().Str("logid", *logid).Msg("volc tts: connected")
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 

@@ -177,7 +177,7 @@ func TestFaults(t *testing.T) {
 	} {
 		t.Run(tc.fault, func(t *testing.T) {
 			r := ttstest.Synthesize(context.Background(), synth(t, newFakeTTS(t, tc.fault)), "Hello there, how are you?")
-			if r.Err == nil || !strings.HasPrefix(r.Err.Error(), "volc tts: ") || !strings.Contains(r.Err.Error(), tc.want) {
+			if r.Err == nil || !strings.HasPrefix(r.Err.Error(), "volc tts: ") || !strings.Contains(r.Err.Error(), tc.want) || !strings.Contains(r.Err.Error(), "(logid fake-log-1)") {
 				t.Fatalf("err %v, want %q", r.Err, tc.want)
 			}
 		})
