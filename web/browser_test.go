@@ -36,6 +36,7 @@ type browserResult struct {
 		Errors        []pipeline.Event  `json:"errors"`
 		HeardAfterMs  map[string]int    `json:"heardAfterMs"`
 		JitterBuffer  *int              `json:"jitterBufferMs"`
+		JitterTarget  *float64          `json:"jitterBufferTarget"`
 	} `json:"state"`
 	V2VText       string          `json:"v2vText"`
 	StatusText    string          `json:"statusText"`
@@ -128,7 +129,15 @@ func testBrowser(t *testing.T, name, wantTransport string, rtcBroken bool) {
 
 	const question = "what is the weather like today"
 	const answer = "It is sunny and warm today. Enjoy the day."
-	ts := rtcTestServer(t, []string{answer}, nil)
+	var edit func(*Config)
+	if lead := os.Getenv("VOXPIPE_BROWSER_LEAD_MS"); lead != "" { // to measure the pacer's lead
+		ms, err := strconv.Atoi(lead)
+		if err != nil {
+			t.Fatalf("VOXPIPE_BROWSER_LEAD_MS=%q: %v", lead, err)
+		}
+		edit = func(cfg *Config) { cfg.Pipeline.OutputLeadMs = ms }
+	}
+	ts := rtcTestServer(t, []string{answer}, edit)
 	pageURL := ts.http.URL
 	if rtcBroken {
 		// A proxy that refuses WebRTC, as a UDP-blocking network would.
@@ -157,7 +166,11 @@ func testBrowser(t *testing.T, name, wantTransport string, rtcBroken bool) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(browserOutDir(t), name+".png")
-	res := runBrowser(t, pageURL+"/?autoconnect=1&always=1", wavPath, shot)
+	query := "/?autoconnect=1&always=1"
+	if jbt := os.Getenv("VOXPIPE_BROWSER_JBT"); jbt != "" {
+		query += "&jbt=" + jbt // "default": leave the receiver's jitter buffer target to the browser
+	}
+	res := runBrowser(t, pageURL+query, wavPath, shot)
 	t.Logf("screenshot: %s; page's inbound-rtp stats %s", shot, res.RTCInbound)
 
 	if res.State.Transport != wantTransport {
@@ -183,14 +196,30 @@ func testBrowser(t *testing.T, name, wantTransport string, rtcBroken bool) {
 		t.Errorf("trace lacks the page's playback_start: %v", trace.Marks)
 	}
 	if v, err := strconv.Atoi(res.V2VText); err != nil || v <= 0 {
-		t.Errorf("overlay shows voice-to-voice %q, want a positive number of ms", res.V2VText)
+		t.Errorf("overlay shows heard %q, want a positive number of ms", res.V2VText)
 	} else {
-		t.Logf("browser over %s: voice-to-voice %d ms; first answer event to audible %d ms; jitter buffer %v ms; marks %v",
-			res.State.Transport, v, res.State.HeardAfterMs["1"], jb(res.State.JitterBuffer), trace.Marks)
+		// The big number is the page's own heard figure: its playback_start
+		// (first audible sample played) since speech_end.
+		if ps := trace.Marks[pipeline.MarkPlaybackStart]; v != int(ps+0.5) {
+			t.Errorf("overlay shows %d ms, the page's playback_start is %.1f ms", v, ps)
+		}
+		server := -1.0
+		if trace.HeardMs != nil {
+			server = *trace.HeardMs
+		}
+		t.Logf("browser over %s: heard %d ms (server %.0f ms); first answer event to audible %d ms; jitter buffer %v ms (target set to %v); marks %v",
+			res.State.Transport, v, server, res.State.HeardAfterMs["1"], jb(res.State.JitterBuffer), jbTarget(res.State.JitterTarget), trace.Marks)
 	}
 	if res.WaterfallRows != 6 {
 		t.Errorf("waterfall has %d rows, want 6", res.WaterfallRows)
 	}
+}
+
+func jbTarget(ms *float64) any {
+	if ms == nil {
+		return "not set"
+	}
+	return *ms
 }
 
 func jb(ms *int) any {

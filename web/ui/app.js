@@ -8,6 +8,13 @@ const params = new URLSearchParams(location.search);
 const WATERFALL = ["speech_end", "asr_final", "llm_first_token", "tts_first_audio", "first_audio_out", "playback_start"];
 const HISTORY_TURNS = 30;
 const FRAME_MS = 20;
+// Audible, as pipeline/audio defines it (AudibleDBFS, AudibleWindowMs): a
+// 5 ms window whose RMS is at least -50 dBFS.
+const AUDIBLE_RMS = Math.pow(10, -50 / 20);
+const AUDIBLE_WINDOW_S = 0.005;
+// ?jbt=default leaves the WebRTC receiver's jitter buffer target to the
+// browser (to measure what the minimum saves).
+const minJitterBuffer = params.get("jbt") !== "default";
 
 // State exposed for debugging and the browser test.
 const state = window.voxpipe = {
@@ -16,7 +23,21 @@ const state = window.voxpipe = {
   answerAt: {},      // turn → performance.now() of its first answer event
   heardAfterMs: {},  // turn → ms from that event to audible playback
   jitterBufferMs: null,
+  jitterBufferTarget: null, // what the receiver's jitterBufferTarget was set to (ms), null if unsupported
 };
+
+// firstAudible returns the index of the first sample of the first audible
+// window of samples (floats in -1..1, windows from the start), or -1.
+function firstAudible(samples, rate) {
+  const w = Math.max(1, Math.round(rate * AUDIBLE_WINDOW_S));
+  for (let start = 0; start < samples.length; start += w) {
+    const end = Math.min(start + w, samples.length);
+    let sum = 0;
+    for (let i = start; i < end; i++) sum += samples[i] * samples[i];
+    if (sum >= AUDIBLE_RMS * AUDIBLE_RMS * (end - start)) return start;
+  }
+  return -1;
+}
 
 let session = null;           // the live transport (RtcTransport or WsTransport)
 let wantConnected = false;    // the user asked to be connected: reconnect on loss
@@ -150,7 +171,14 @@ class RtcTransport {
     const opened = new Promise((res) => { dc.onopen = res; }); // may open before setRemoteDescription resolves
     dc.onmessage = (m) => onEvent(JSON.parse(m.data));
     dc.onclose = () => this.lost("data channel closed");
-    pc.ontrack = (e) => this.play(e.streams[0] || new MediaStream([e.track]));
+    pc.ontrack = (e) => {
+      // Play as soon as the audio arrives: the server paces it (a short
+      // lead) and loopback or LAN jitter is small.
+      if (minJitterBuffer && "jitterBufferTarget" in e.receiver) {
+        try { e.receiver.jitterBufferTarget = 0; state.jitterBufferTarget = e.receiver.jitterBufferTarget; } catch { /* unsupported value */ }
+      }
+      this.play(e.streams[0] || new MediaStream([e.track]));
+    };
     pc.onconnectionstatechange = () => {
       if (pc.connectionState === "failed") this.lost("connection failed");
       if (pc.connectionState === "disconnected") setStatus("reconnecting", "network unstable…");
@@ -181,9 +209,10 @@ class RtcTransport {
     const ctx = audioContext();
     const src = ctx.createMediaStreamSource(stream);
     const an = this.analyser = ctx.createAnalyser();
-    an.fftSize = 512;
+    an.fftSize = 512; // 10.7 ms at 48 kHz: polled every 10 ms, nothing is missed
     src.connect(an);
     this.levels = new Float32Array(an.fftSize);
+    this.rate = ctx.sampleRate;
   }
 
   expectAudio(turn) {
@@ -192,9 +221,7 @@ class RtcTransport {
     this.levelTimer = setInterval(() => {
       if (!this.analyser) return;
       this.analyser.getFloatTimeDomainData(this.levels);
-      let peak = 0;
-      for (const v of this.levels) peak = Math.max(peak, Math.abs(v));
-      if (peak > 0.01) {
+      if (firstAudible(this.levels, this.rate) >= 0) {
         clearInterval(this.levelTimer);
         state.audioPlayedMs += 1;
         playbackStarted(this.awaitTurn);
@@ -322,8 +349,12 @@ class WsTransport {
     node.start(this.nextAt);
     const turn = this.audioTurn;
     if (turn && turn !== playingTurn && turn !== this.scheduledTurn) {
-      this.scheduledTurn = turn;
-      setTimeout(() => playbackStarted(turn), (this.nextAt - now) * 1000);
+      // Report when the first audible sample plays.
+      const at = firstAudible(ch, this.rate);
+      if (at >= 0) {
+        this.scheduledTurn = turn;
+        setTimeout(() => playbackStarted(turn), (this.nextAt + at / this.rate - now) * 1000);
+      }
     }
     this.nextAt += buf.duration;
     state.audioPlayedMs += FRAME_MS;
@@ -471,11 +502,26 @@ function disconnect() {
 
 // ---------- latency overlay ----------
 
+// heardMs is what the person heard: the page's playback_start (its first
+// audible sample played, as the server received the report) since
+// speech_end; without a report, the server's own heard figure.
+function heardMs(ev) {
+  const ps = ev.marks?.playback_start;
+  if (ps != null) return ps;
+  return ev.heard_ms ?? ev.voice_to_voice_ms;
+}
+
+function serverMs(ev) { return ev.heard_ms ?? ev.voice_to_voice_ms; }
+
 function renderTrace(ev) {
   const m = ev.marks || {};
   const v2v = $("v2v");
-  v2v.textContent = ev.voice_to_voice_ms != null ? Math.round(ev.voice_to_voice_ms) : "–";
+  const heard = heardMs(ev);
+  v2v.textContent = heard != null ? Math.round(heard) : "–";
   v2v.classList.toggle("barge", !!ev.interrupted);
+  const server = serverMs(ev);
+  $("v2vServer").textContent = server != null ? `· server ${Math.round(server)} ms` : "";
+  $("v2vServer").title = "first_audible_out - speech_end: when the server sent the first audible frame";
   $("v2vTurn").textContent = `· turn ${ev.turn}${ev.interrupted ? " · barge-in" : ""}`;
   const wf = $("waterfall");
   wf.replaceChildren();
@@ -527,7 +573,7 @@ function percentile(sorted, p) {
 }
 
 function renderChart() {
-  const turns = state.traces.filter((t) => t.voice_to_voice_ms != null).slice(-HISTORY_TURNS);
+  const turns = state.traces.filter((t) => heardMs(t) != null).slice(-HISTORY_TURNS);
   const canvas = $("chart");
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 300, h = 120;
@@ -536,13 +582,13 @@ function renderChart() {
   g.scale(dpr, dpr);
   g.clearRect(0, 0, w, h);
   if (!turns.length) return;
-  const vals = turns.map((t) => t.voice_to_voice_ms);
+  const vals = turns.map(heardMs);
   const sorted = [...vals].sort((a, b) => a - b);
   const p50 = percentile(sorted, 50), p95 = percentile(sorted, 95);
   const top = Math.max(p95, ...vals) * 1.15;
   const bw = w / HISTORY_TURNS;
   turns.forEach((t, i) => {
-    const bh = (t.voice_to_voice_ms / top) * (h - 14);
+    const bh = (heardMs(t) / top) * (h - 14);
     g.fillStyle = t.interrupted ? "#f5a524" : "#4f8cff";
     g.fillRect(i * bw + 1, h - bh, Math.max(1, bw - 2), bh);
     if (t.interrupted) { g.fillStyle = "#f5a524"; g.fillRect(i * bw + 1, h - bh - 5, Math.max(1, bw - 2), 2); }
@@ -556,10 +602,10 @@ function renderChart() {
   }
   const barge = turns.filter((t) => t.interrupted).length;
   const last = turns[turns.length - 1];
-  const heard = last.marks?.playback_start;
-  $("stats").textContent = `last ${turns.length} turns · p50 ${Math.round(p50)} ms · p95 ${Math.round(p95)} ms` +
+  const server = serverMs(last);
+  $("stats").textContent = `heard, last ${turns.length} turns · p50 ${Math.round(p50)} ms · p95 ${Math.round(p95)} ms` +
     (barge ? ` · ${barge} barge-in` : "") +
-    (heard != null ? ` · heard ${Math.round(heard)} ms after speech end` : "") +
+    (server != null ? ` · server ${Math.round(server)} ms last turn` : "") +
     (state.jitterBufferMs != null ? ` · jitter buffer ${state.jitterBufferMs} ms` : "");
 }
 
