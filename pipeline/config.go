@@ -119,13 +119,24 @@ func DefaultConfig() Config {
 		MaxHistoryMessages:    20,
 		Chunk:                 chunk.DefaultConfig(),
 		PlaybackReportTimeout: 500 * time.Millisecond,
-		OutputLeadMs:          200,
+		OutputLeadMs:          defaultOutputLeadMs,
 		EarlyStart:            EarlyStartAuto,
 		EarlyStartStableMs:    defaultEarlyStartStableMs,
 		// Silence by default: a session needs Backends.EOU for semantic.
 		Turn: endturn.Config{Mode: endturn.ModeSilence},
 	}
 }
+
+// defaultOutputLeadMs: the pacer sends audio at most this far ahead of real
+// time. The first frame of an answer goes out at once whatever the lead, so
+// the lead only decides how much a client holds ahead: at 200 ms Chromium's
+// WebRTC receiver buffered and time-stretched the burst, and its first
+// audible sample played 268 ms (median of 5, 99-480) after first_audible_out
+// against 131 ms (66-326) at 60 ms, alternated on the loaded dev VM
+// (web/browser_test.go with VOXPIPE_BROWSER_LEAD_MS). At 0 it underruns
+// (concealment between frames). A smaller lead also leaves less unplayed
+// audio queued at a barge-in.
+const defaultOutputLeadMs = 60
 
 // defaultEarlyStartStableMs: pocketsphinx checks its hypothesis after every
 // 20 ms frame and emits a partial when the text changes, which it does

@@ -284,7 +284,7 @@ func Default() Config {
 			MaxTokens:             128,
 			Temperature:           0,
 			MaxHistoryMessages:    20,
-			OutputLeadMs:          200,
+			OutputLeadMs:          60, // see pipeline/config.go defaultOutputLeadMs
 			PlaybackReportTimeout: 500 * time.Millisecond,
 			EarlyStart:            EarlyStartAuto,
 			EarlyStartStableMs:    150,
