@@ -291,6 +291,9 @@ type harness struct {
 	quiet  []int16 // 20 ms of silence at InputRate
 }
 
+// harnessLog is the sessions' logger (a test may set it, then reset it).
+var harnessLog = zerolog.Nop()
+
 func testConfig() Config {
 	cfg := DefaultConfig()
 	cfg.InputRate = 16000
@@ -314,7 +317,7 @@ func newHarness(t *testing.T, cfg Config, a *fakeASR, m *scriptedLLM, s *toneTTS
 func newHarnessModel(t *testing.T, cfg Config, a asr.Recognizer, model llm.Model, m *scriptedLLM, s *toneTTS) *harness {
 	t.Helper()
 	h := &harness{t: t, cfg: cfg, llm: m, tts: s, obs: &recObserver{}}
-	sess, err := NewSession("test", cfg, Backends{ASR: a, LLM: model, TTS: s}, h.obs, zerolog.Nop())
+	sess, err := NewSession("test", cfg, Backends{ASR: a, LLM: model, TTS: s}, h.obs, harnessLog)
 	if err != nil {
 		t.Fatalf("NewSession: %v", err)
 	}

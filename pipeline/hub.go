@@ -139,7 +139,7 @@ func (h *hub) input(m inputEvent) {
 		// Speech of the utterance that started the turn (its event can
 		// arrive after the final transcript) is not a barge-in.
 		if t := h.cur; t != nil && h.cfg.BargeIn && interruptible(t) && m.utt > t.trace.utt {
-			h.log.Debug().Int("turn", t.id).Msg("barge-in: speech while the answer plays")
+			h.log.Debug().Msg("barge-in: speech while the answer plays")
 			h.cutTurn(t, cutServer, m.at)
 		}
 		return
@@ -147,7 +147,7 @@ func (h *hub) input(m inputEvent) {
 	ev := m.event
 	t := h.findTurn(ev.Turn)
 	if t == nil {
-		h.log.Debug().Str("type", ev.Type).Int("turn", ev.Turn).Msg("client event for no known turn")
+		h.log.Debug().Str("type", ev.Type).Int("client_turn", ev.Turn).Msg("client event for no known turn")
 		return
 	}
 	switch ev.Type {
@@ -184,7 +184,7 @@ func (h *hub) clientInterrupt(t *turn, playedMs float64, at time.Time) {
 		// Clamped to the audio sent when the turn settles: only the pacer
 		// knows that count, and it reports it with the flush.
 		t.played, t.playedKnown = played, true
-		h.log.Debug().Int("turn", t.id).Float64("played_ms", playedMs).Msg("client interrupted the turn")
+		h.log.Debug().Float64("played_ms", playedMs).Msg("client interrupted the turn")
 		h.cutTurn(t, cutClient, at)
 	case phaseSettling:
 		t.played, t.playedKnown = played, true
@@ -274,7 +274,7 @@ func (h *hub) llm(m llmEvent) {
 			code, msg = CodeBusy, "llm: busy: the model's queue is full, try again"
 		}
 		t.llmFailed = true
-		h.log.Warn().Int("turn", t.id).Str("code", code).Str("error", msg).Msg("turn failed")
+		h.log.Warn().Str("code", code).Str("error", msg).Msg("turn failed")
 		h.sendError(t.id, code, msg)
 	}
 	h.trySettle(t)
@@ -295,7 +295,7 @@ func (h *hub) ttsFailed(m ttsFailure) {
 
 // fail tells the client and cuts the turn; the session keeps serving.
 func (h *hub) fail(t *turn, code, msg string) {
-	h.log.Warn().Int("turn", t.id).Str("code", code).Str("error", msg).Msg("turn failed")
+	h.log.Warn().Str("code", code).Str("error", msg).Msg("turn failed")
 	h.sendError(t.id, code, msg)
 	if t.phase == phaseGenerating || t.phase == phaseTail {
 		h.cutTurn(t, cutFailed, time.Now())
@@ -374,7 +374,7 @@ func (h *hub) trySettle(t *turn) {
 			return // wait for the client's interrupt{played_ms}
 		default:
 			played = h.estimatePlayed(t)
-			h.log.Info().Int("turn", t.id).Int("played_samples", played).
+			h.log.Info().Int("played_samples", played).
 				Msg("no playback report from the client; heard text is an estimate")
 		}
 		h.writeAssistant(t, heardText(t.answer, t.words, min(played, t.sentSamples)))
@@ -432,8 +432,9 @@ func (h *hub) maybeStart() {
 
 	t.req = h.request(msgs)
 	h.cur, h.latest = t, t
+	h.s.turn.Store(int64(t.id)) // log lines from here on carry this turn
 	h.jobQ.push(t)
-	h.log.Debug().Int("turn", t.id).Int("messages", len(msgs)).Msg("turn started")
+	h.log.Debug().Int("messages", len(msgs)).Msg("turn started")
 }
 
 // writeAssistant stores (or, for a turn cut after it was stored, corrects)

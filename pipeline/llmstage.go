@@ -35,7 +35,7 @@ func (l *llmStage) run(ctx context.Context, jobs <-chan *turn, toTTS chan<- ttsJ
 				return ctx.Err()
 			}
 			if err != nil {
-				l.log.Warn().Err(err).Int("turn", t.id).Msg("llm failed")
+				l.log.Warn().Err(err).Msg("llm failed")
 			}
 			if err := sendCtx(ctx, toHub, llmEvent{t: t, done: true, answer: answer, err: err}); err != nil {
 				return err

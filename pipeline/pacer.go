@@ -250,7 +250,7 @@ func (p *pacer) end(ctx context.Context, t *turn, kind pacerReportKind) error {
 	if !t.ended {
 		t.ended = true
 		t.trace.mark(MarkTurnEnd)
-		p.log.Debug().Int("turn", t.id).Int("sent_samples", t.sentSamples).Bool("flushed", kind == reportFlushed).Msg("turn audio ended")
+		p.log.Debug().Int("sent_samples", t.sentSamples).Bool("flushed", kind == reportFlushed).Msg("turn audio ended")
 	}
 	return sendCtx(ctx, p.reports, pacerReport{t: t, kind: kind})
 }

@@ -40,8 +40,11 @@ type Session struct {
 	log zerolog.Logger
 
 	ran atomic.Bool
-	ain *audioIn      // built by NewSession so a bad rate or VAD setting fails early
-	fwd *ttsForwarder // likewise for the TTS → output resampler
+	// turn is the number of the latest turn started (0 before the first);
+	// every log line of the session carries it (turnHook).
+	turn atomic.Int64
+	ain  *audioIn      // built by NewSession so a bad rate or VAD setting fails early
+	fwd  *ttsForwarder // likewise for the TTS → output resampler
 
 	prefiller llm.Prefiller // be.LLM when early start is on, else nil
 	endWait   endWait       // the semantic end of turn's latest decision (eou.go)
@@ -64,8 +67,8 @@ func NewSession(id string, cfg Config, be Backends, obs Observer, log zerolog.Lo
 		cfg: cfg,
 		be:  be,
 		obs: obs,
-		log: log.With().Str("session", id).Logger(),
 	}
+	s.log = log.With().Str("session", id).Logger().Hook(turnHook{&s.turn})
 	stageLog := func(name string) zerolog.Logger { return s.log.With().Str("stage", name).Logger() }
 	if s.ain, err = newAudioIn(cfg, obs, stageLog("audio_in")); err != nil {
 		return nil, err
@@ -170,4 +173,12 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 		s.log.Error().Err(err).Msg("session failed")
 	}
 	return err
+}
+
+// turnHook adds the session's current turn number to every log line, so
+// each line of a session can be followed by session and turn.
+type turnHook struct{ turn *atomic.Int64 }
+
+func (h turnHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	e.Int64("turn", h.turn.Load())
 }

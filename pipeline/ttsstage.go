@@ -71,7 +71,7 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 				return err
 			}
 			if err != nil && t.ctx.Err() == nil {
-				s.log.Warn().Err(err).Int("turn", t.id).Msg("tts failed")
+				s.log.Warn().Err(err).Msg("tts failed")
 				if err := sendCtx(ctx, toHub, ttsFailure{t: t, err: fmt.Errorf("tts: %w", err)}); err != nil {
 					return err
 				}
