@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -327,6 +328,20 @@ func (rs *rtcSession) closePeer() {
 	rs.readers.Wait()
 }
 
+// reasonBadRTP counts RTP packets the track could not read (a frame
+// rejected without an error event: nobody reads one per packet).
+const reasonBadRTP = "bad_rtp"
+
+// maxBadRTP bad packets in a row end the session: a track that only
+// fails is not a microphone (and a permanent error must not spin).
+const maxBadRTP = 5000
+
+// rtpReadEnded says whether a track read error means the track is gone
+// (the peer connection or its transport closed) rather than one bad packet.
+func rtpReadEnded(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed)
+}
+
 // onTrack reads the client's microphone (pion runs it in a goroutine of
 // its own per track).
 func (rs *rtcSession) onTrack(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
@@ -350,11 +365,27 @@ func (rs *rtcSession) onTrack(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) 
 	}
 	buf := make([]byte, rtpBufBytes)
 	var pkt rtp.Packet
+	var bad, inARow int
 	for {
 		n, _, err := track.Read(buf)
 		if err != nil {
-			return // the peer connection closed
+			if rtpReadEnded(err) || rs.ctx.Err() != nil {
+				return // the peer connection or the track closed
+			}
+			// One bad packet (pion reports e.g. an unnegotiated payload
+			// type per packet): count it and read on.
+			if bad++; bad == 1 || bad%1000 == 0 {
+				rs.log.Warn().Err(err).Int("bad_packets", bad).Msg("rtc: skipping a bad RTP packet")
+			}
+			rs.srv.metrics.frameRejected(reasonBadRTP)
+			if inARow++; inARow >= maxBadRTP {
+				rs.log.Error().Err(err).Int("bad_packets", bad).Msg("rtc: only bad RTP packets; closing the session")
+				rs.cancel()
+				return
+			}
+			continue
 		}
+		inARow = 0
 		if !rs.started.Load() {
 			continue // nothing listens yet
 		}

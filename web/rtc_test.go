@@ -57,7 +57,11 @@ func newRTCClientWith(t *testing.T, baseURL string, edit func(*webrtc.SettingEng
 	if err := me.RegisterDefaultCodecs(); err != nil {
 		t.Fatal(err)
 	}
-	api := webrtc.NewAPI(webrtc.WithMediaEngine(&me), webrtc.WithSettingEngine(se))
+	opts := []func(*webrtc.API){webrtc.WithMediaEngine(&me), webrtc.WithSettingEngine(se)}
+	if rtcClientInterceptors != nil {
+		opts = append(opts, webrtc.WithInterceptorRegistry(rtcClientInterceptors))
+	}
+	api := webrtc.NewAPI(opts...)
 	pc, err := api.NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		t.Fatal(err)
