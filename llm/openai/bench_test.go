@@ -3,6 +3,7 @@ package openai
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,8 +37,45 @@ func (a *askASR) Start(ctx context.Context, rate int) (asr.Stream, error) {
 // median and the median of the paired differences (remote − in-process).
 //
 //	go test -run '^$' -bench VoiceLoopRemote -benchtime 30x ./llm/openai
-func BenchmarkVoiceLoopRemote(b *testing.B) {
-	e := demoEngine(b)
+func BenchmarkVoiceLoopRemote(b *testing.B) { benchVoiceLoop(b, demoEngine(b)) }
+
+// BenchmarkVoiceLoopRemoteTransport is the same with a model that takes a
+// fixed 4 ms per token instead of the engine, so the engine's variance on
+// a loaded machine drops out and the difference is the transport alone
+// (HTTP, SSE, JSON, the /v1 handler).
+func BenchmarkVoiceLoopRemoteTransport(b *testing.B) {
+	benchVoiceLoop(b, pacedLLM{answer: "The capital of France is Paris, a city on the Seine.", perToken: 4 * time.Millisecond})
+}
+
+// pacedLLM answers every request with answer, a word per token, one
+// token per perToken.
+type pacedLLM struct {
+	answer   string
+	perToken time.Duration
+}
+
+func (m pacedLLM) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
+	out := make(chan llm.Token, 64)
+	go func() {
+		defer close(out)
+		t := time.NewTicker(m.perToken)
+		defer t.Stop()
+		n := 0
+		for _, w := range strings.SplitAfter(m.answer, " ") {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+			n++
+			out <- llm.Token{Text: w}
+		}
+		out <- llm.Token{Done: true, Usage: &llm.Usage{PromptTokens: 10, CompletionTokens: n}}
+	}()
+	return out, nil
+}
+
+func benchVoiceLoop(b *testing.B, e llm.Model) {
 	remote, err := NewClient(Config{BaseURL: voxpipeV1(b, e), Model: "voxpipe-demo", Retries: 1})
 	if err != nil {
 		b.Fatal(err)
