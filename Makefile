@@ -66,6 +66,9 @@ BENCH_ADDR     ?= 127.0.0.1:18790
 BENCH_SESSIONS ?= 1,2,4,8
 BENCH_TURNS    ?= 3
 BENCH_OUT      := build/bench
+# The voice path's micro-benchmarks (the LLM engine has voxpipe llm bench);
+# BENCH_PKGS=./... runs them all.
+BENCH_PKGS     ?= ./pipeline/... ./web/... ./asr/... ./tts/... ./cmd/...
 bench: deps build ## capacity: voxbench at 1,2,4,8 sessions + Go benchmarks → docs/performance.md
 	@mkdir -p $(BENCH_OUT)
 	@$(BIN)/voxpipe serve --config configs/default.yaml --addr $(BENCH_ADDR) --set log.level=warn \
@@ -73,7 +76,7 @@ bench: deps build ## capacity: voxbench at 1,2,4,8 sessions + Go benchmarks → 
 	for i in $$(seq 120); do curl -sf http://$(BENCH_ADDR)/healthz >/dev/null && break; sleep 1; done; \
 	$(BIN)/voxbench --url ws://$(BENCH_ADDR)/ws --sessions $(BENCH_SESSIONS) --turns $(BENCH_TURNS) \
 		--json --plot $(BENCH_OUT)/latency.svg > $(BENCH_OUT)/voxbench.json
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./... > $(BENCH_OUT)/gobench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS) > $(BENCH_OUT)/gobench.txt
 	$(BIN)/voxbench doc --results $(BENCH_OUT)/voxbench.json --gobench $(BENCH_OUT)/gobench.txt \
 		--version $(VERSION) --out docs/performance.md
 	@echo "bench: docs/performance.md updated; plot in $(BENCH_OUT)/latency.svg"

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/pipeline"
@@ -132,7 +133,7 @@ func (a *admission) sample(maxSessions int) {
 		a.limit = a.autoLimit(maxSessions)
 		if a.cfg.Auto && a.limit != old {
 			a.log.Info().Int("max_sessions", a.limit).Float64("session_cpu", round3(a.sessionCost())).
-				Float64("idle_cpu", round3(a.idleCPU)).Msg("admission: session limit changed")
+				Float64("idle_cpu", round3(a.idleCPU)).Float64("cpu_wait", round3(a.cpuWait)).Msg("admission: session limit changed")
 		}
 	}
 	a.lastAt, a.lastCPU, a.lastWait = now, cpu, wait
@@ -208,6 +209,20 @@ func (a *admission) TurnTraced(_ string, tr pipeline.Trace) {
 	a.mu.Unlock()
 }
 
+// planCost is the per-session CPU admission plans with.
+func (a *admission) planCost() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessionCost()
+}
+
+// wait is the last sampled CPU wait per core.
+func (a *admission) wait() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cpuWait
+}
+
 // Limit is the session limit admission applies now.
 func (a *admission) Limit() int {
 	a.mu.Lock()
@@ -252,6 +267,14 @@ func runDelay() time.Duration {
 func (s *Server) startAdmission(log zerolog.Logger) {
 	s.adm = newAdmission(s.cfg.Admission, s.cfg.MaxSessions, s.ActiveSessions, log)
 	s.metrics.AddTurnTracer(s.adm)
+	s.metrics.registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "voxpipe_admission_session_limit",
+			Help: "Sessions admission allows now (max_sessions, or the auto limit)."}, func() float64 { return float64(s.adm.Limit()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "voxpipe_admission_session_cpu_cores",
+			Help: "CPU cost of a session admission plans with (measured peak, or server.admission.session_cpu)."}, func() float64 { return s.adm.planCost() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "voxpipe_admission_cpu_wait_ratio",
+			Help: "Share of the last second the server's threads waited for a CPU, per core (schedstat; sampled only with max_sessions auto or max_cpu_wait)."}, func() float64 { return s.adm.wait() }),
+	)
 	if s.cfg.Admission.Auto || s.cfg.Admission.MaxCPUWait > 0 {
 		s.handlers.Add(1)
 		go func() {
