@@ -90,3 +90,30 @@ func TestAgainstVoxpipeV1(t *testing.T) {
 		c.Close()
 	}
 }
+
+// TestPrefillAgainstVoxpipeV1: with prefill on, a prefill of the partial
+// request leaves the server's cache holding it, so the final request finds
+// most of its prompt cached.
+func TestPrefillAgainstVoxpipeV1(t *testing.T) {
+	e := demoEngine(t)
+	m, err := New(Config{BaseURL: voxpipeV1(t, e), Model: "voxpipe-demo", Prefill: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.(llm.Prefiller)
+	sys := llm.Message{Role: llm.RoleSystem, Content: "You are voxpipe, a friendly voice assistant."}
+	partial := llm.Request{Messages: []llm.Message{sys, {Role: llm.RoleUser, Content: "what is the capital"}}, Conversation: "c1"}
+	n, err := p.Prefill(context.Background(), partial)
+	if err != nil || n == 0 {
+		t.Fatalf("Prefill = %d, %v", n, err)
+	}
+	final := llm.Request{Messages: []llm.Message{sys, {Role: llm.RoleUser, Content: "what is the capital of france"}}, MaxTokens: 8, Conversation: "c1"}
+	_, u := drain(t, m, final)
+	// The engine saw nothing before the prefill, so every cached token is
+	// its work: all of the partial's prompt but the chat template's closing
+	// tokens, where the final's words go on instead.
+	if u == nil || u.CachedTokens == 0 || u.CachedTokens < n-8 {
+		t.Fatalf("final request: usage %+v after a prefill of %d tokens", u, n)
+	}
+	t.Logf("prefilled %d tokens; the final request found %d of %d cached", n, u.CachedTokens, u.PromptTokens)
+}
