@@ -59,6 +59,14 @@ func (a *asrStage) command(ctx context.Context, c asrCmd, toHub chan<- asrEvent)
 		return a.write(ctx, c.pcm, toHub)
 	case asrFrame:
 		return a.write(ctx, c.pcm, toHub)
+	case asrPause:
+		if a.stream == nil || a.trace == nil {
+			return nil
+		}
+		if err := a.write(ctx, nil, toHub); err != nil { // what is ready first
+			return err
+		}
+		return a.send(ctx, toHub, asrEvent{trace: a.trace, pause: c.seq})
 	case asrEnd:
 		if a.stream == nil {
 			return nil

@@ -62,6 +62,7 @@ type audioIn struct {
 	minEndFrames int // the earliest an utterance may end: MinSilenceMs
 	pauseFrames  int // silence that counts as a pause (speculative answers)
 	pauseSent    bool
+	pauseSeq     int
 
 	// Per utterance.
 	uttSeq       int
@@ -238,15 +239,17 @@ func (a *audioIn) checkEnd() {
 	if n == 0 {
 		if a.pauseSent {
 			a.pauseSent = false
-			a.err = a.sendHub(inputEvent{kind: inputResume, utt: a.uttSeq, at: a.arrived})
+			a.err = a.sendHub(inputEvent{kind: inputResume, utt: a.uttSeq, seq: a.pauseSeq, at: a.arrived})
 		}
 		return
 	}
-	if n == a.pauseFrames && !a.pauseSent {
+	if n == a.pauseFrames && !a.pauseSent && len(a.toASR) < cap(a.toASR)-asrQueueReserve {
+		// The pause travels behind the frames before it, so the turn
+		// manager hears of it with the partial of everything said (the
+		// recogniser lags the audio under load). A full queue skips it.
 		a.pauseSent = true
-		if a.err = a.sendHub(inputEvent{kind: inputPause, utt: a.uttSeq, at: a.arrived}); a.err != nil {
-			return
-		}
+		a.pauseSeq++
+		a.toASR <- asrCmd{kind: asrPause, seq: a.pauseSeq}
 	}
 	if n < a.minEndFrames {
 		return

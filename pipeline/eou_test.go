@@ -201,3 +201,33 @@ func TestSpeculativeAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestSpeculationDiscardedOnResume: speech after a pause discards the
+// speculation at once; the next pause starts a new one, which the commit
+// promotes. Only its audio is sent.
+func TestSpeculationDiscardedOnResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := semanticConfig()
+		cfg.Speculative = true
+		h := newSemanticHarness(t, cfg, &fixedScorer{score: 0}, []string{"hello"}, answer("Hi there."))
+		h.audio(false, 200)
+		h.audio(true, 400)
+		h.audio(false, 200) // a pause: a speculation starts
+		h.audio(true, 400)  // speech again: it is discarded
+		h.audio(false, 1500)
+		outs := h.until("trace event", isEvent(EventTrace))
+		tr := events(outs, EventTrace)[0]
+		// Promoted: the second speculation, started at the last pause 1300 ms
+		// before the commit (the first one began 600 ms earlier).
+		if !tr.Speculative || tr.SpeculativeLeadMs == nil || *tr.SpeculativeLeadMs > 1300 {
+			t.Errorf("speculative %v lead %v ms, want the speculation of the last pause (<= 1300 ms)", tr.Speculative, tr.SpeculativeLeadMs)
+		}
+		if reqs := h.llm.requests(); len(reqs) != 2 || !reqs[0].Speculative || !reqs[1].Speculative {
+			t.Errorf("%d requests, want two speculations", len(reqs))
+		}
+		if n := audioFrames(outs); n != 10 {
+			t.Errorf("%d audio frames, want 10 (one answer)", n)
+		}
+		h.close()
+	})
+}

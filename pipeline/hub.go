@@ -41,6 +41,7 @@ type hub struct {
 	eou         chan eouJob        // to the end-of-utterance stage (cap 1); nil in silence mode
 	spec        *speculation       // the speculative answer, if any (speculate.go)
 	partialSeen latestPartial      // the utterance's latest partial transcript
+	resumedSeq  int                // the last pause the person spoke after
 	early       earlyStart
 
 	turnSeq int
@@ -130,9 +131,8 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 }
 
 func (h *hub) input(m inputEvent) {
-	switch m.kind {
-	case inputPause, inputResume:
-		h.pauseEvent(m)
+	if m.kind == inputResume {
+		h.resumed(m)
 		return
 	}
 	if m.kind == inputSpeech {
@@ -203,6 +203,10 @@ func (h *hub) transcript(m asrEvent) {
 		h.endEarly()
 		h.discardSpeculation("recognition failed")
 		h.sendError(0, CodeBackend, m.err.Error())
+		return
+	}
+	if m.pause > 0 {
+		h.pauseMark(m)
 		return
 	}
 	if !m.final {

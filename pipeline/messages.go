@@ -11,6 +11,7 @@ const (
 	asrStart asrCmdKind = iota // open a stream and feed it pcm (the VAD pre-roll)
 	asrFrame                   // feed pcm (a ring slot, see audioIn.forward)
 	asrEnd                     // close the stream and deliver its final
+	asrPause                   // semantic mode: a pause began here; report it once the audio before it is recognised
 )
 
 // asrCmd goes from the audio-in stage to the ASR stage.
@@ -18,6 +19,7 @@ type asrCmd struct {
 	kind  asrCmdKind
 	pcm   []int16   // 16 kHz
 	trace *traceRec // asrStart: the utterance's marks
+	seq   int       // asrPause: the pause's number in the session
 }
 
 // inputKind says what an inputEvent reports.
@@ -26,14 +28,14 @@ type inputKind int
 const (
 	inputSpeech inputKind = iota // speech lasted BargeInMinSpeechMs
 	inputClient                  // a client event (playback_start, interrupt)
-	inputPause                   // semantic mode: pauseMs of silence inside an utterance
-	inputResume                  // speech again after an inputPause
+	inputResume                  // semantic mode: speech again after a pause (seq)
 )
 
 // inputEvent goes from the audio-in stage to the turn manager.
 type inputEvent struct {
 	kind  inputKind
-	utt   int // inputSpeech: the utterance's number
+	utt   int // inputSpeech, inputResume: the utterance's number
+	seq   int // inputResume: the pause's number
 	event ClientEvent
 	at    time.Time
 }
@@ -44,6 +46,9 @@ type asrEvent struct {
 	text  string
 	final bool
 	err   error
+	// pause > 0: not a transcript but the pause of that number, reported
+	// after every frame before it was recognised (the partials are current).
+	pause int
 }
 
 // llmEvent goes from the LLM stage to the turn manager: a delta, or done.

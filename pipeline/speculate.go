@@ -40,17 +40,21 @@ type latestPartial struct {
 	text string
 }
 
-// pauseEvent handles audio-in's pause and resume reports.
-func (h *hub) pauseEvent(m inputEvent) {
-	if m.kind == inputResume {
-		if sp := h.spec; sp != nil && sp.utt.utt == m.utt {
-			h.discardSpeculation("speech resumed")
-		}
-		return
+// resumed handles audio-in's report that the person spoke again after
+// pause m.seq.
+func (h *hub) resumed(m inputEvent) {
+	h.resumedSeq = max(h.resumedSeq, m.seq)
+	if sp := h.spec; sp != nil && sp.utt.utt == m.utt {
+		h.discardSpeculation("speech resumed")
 	}
+}
+
+// pauseMark handles a pause, reported by the ASR stage once the audio before
+// it was recognised: the partial seen now is what the person said.
+func (h *hub) pauseMark(m asrEvent) {
 	p := h.partialSeen
-	if !h.cfg.Speculative || h.spec != nil || h.cur != nil || h.pending != nil || p.utt == nil ||
-		p.utt.utt != m.utt || p.text == "" {
+	if !h.cfg.Speculative || m.pause <= h.resumedSeq || h.spec != nil || h.cur != nil || h.pending != nil ||
+		p.utt == nil || p.utt != m.trace || p.text == "" {
 		return
 	}
 	h.startSpeculation(p.utt, p.text)

@@ -118,6 +118,7 @@ func runBench(ctx context.Context, args []string) error {
 	limit := fs.Int("limit", 0, "at most this many utterances of each kind (0: all)")
 	parallel := fs.Int("parallel", 1, "utterances streamed at once")
 	seed := fs.Uint64("seed", 11, "seed of the pauses and noise")
+	logLevel := fs.String("log", "warn", "server log level (debug shows each turn's decisions)")
 	port := fs.Int("port", 0, "loopback ports of the two servers: port and port+1 (0: any free ones)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %w", errCommandLine, err)
@@ -130,8 +131,11 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg.Log.Level = "warn"
-	log := zerolog.New(os.Stderr).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	lvl, err := zerolog.ParseLevel(*logLevel)
+	if err != nil {
+		return fmt.Errorf("%w: --log %q: %w", errCommandLine, *logLevel, err)
+	}
+	log := zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
 	be, closers, err := openBackends(cfg)
 	if err != nil {
 		return err
