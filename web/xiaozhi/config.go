@@ -52,8 +52,9 @@ type Config struct {
 	// audio packet: the firmware switches to speaking on its main task and
 	// drops audio that arrives before (reference §5.3).
 	TTSStartLead time.Duration
-	// IdleTimeout closes a session in which the device has not listened
-	// (listen start or audio while listening) for this long.
+	// IdleTimeout closes a session with no listen start, no recognised
+	// speech and no answer for this long (a device left listening to
+	// silence, or idle with its socket open).
 	IdleTimeout time.Duration
 	// Emotion is sent once per turn as the llm message ("" sends none).
 	Emotion string

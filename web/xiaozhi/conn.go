@@ -62,7 +62,7 @@ type conn struct {
 	out    chan pipeline.Output
 	runErr chan error
 
-	lastActive atomic.Int64 // unix nanos of the device's last listen or listened audio
+	lastActive atomic.Int64 // unix nanos of the last listen start, final transcript or answer end
 
 	// reader
 	started    bool
@@ -329,7 +329,6 @@ func (c *conn) handleAudio(data []byte) {
 		c.idleFrames++ // the wake-word burst, or audio after push-to-talk ended
 		return
 	}
-	c.touch()
 	queued, p := c.uplink.Write(payload)
 	switch {
 	case p != nil:

@@ -215,3 +215,30 @@ func TestMCPHook(t *testing.T) {
 		t.Errorf("mcp to the device: %s", d.snapshot()[i].raw)
 	}
 }
+
+// TestDeviceIdleClose: a device left listening to silence is closed after
+// idle_timeout (audio alone is not activity).
+func TestDeviceIdleClose(t *testing.T) {
+	checkLeaks(t)
+	ts := newTestServer(t, nil, func(c *Config, _ *pipeline.Config) { c.IdleTimeout = time.Second })
+	d := dialDevice(t, ts.wsURL(), deviceOpts{})
+	d.sendJSON(map[string]any{"type": "listen", "state": "start", "mode": "auto"})
+	start := time.Now()
+	go d.streamUntil(func() bool {
+		select {
+		case <-d.readDone:
+			return true
+		default:
+			return false
+		}
+	}, 10*time.Second)
+	select {
+	case <-d.readDone:
+	case <-time.After(8 * time.Second):
+		t.Fatal("a device listening to silence was not closed")
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Errorf("closed after %v, before the 1 s idle timeout", el)
+	}
+	ts.waitIdle(t)
+}

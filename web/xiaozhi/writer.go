@@ -156,6 +156,7 @@ func (w *writer) output(o pipeline.Output) bool {
 			return false
 		}
 		w.newTurn(ev.Turn)
+		w.c.touch()
 		if w.json(sttMessage{Type: typeSTT, Text: ev.Text, SessionID: sid}) != nil {
 			return false
 		}
