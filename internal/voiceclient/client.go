@@ -51,6 +51,9 @@ type Turn struct {
 	// HeardMs: when the answer's first audible sample played minus the end
 	// of the last audible speech sent: what a listener waits.
 	HeardMs *float64 `json:"heard_ms"`
+	// HeardAfterFinalMs: when the first audible answer sample played minus
+	// when the final transcript arrived (the path after recognition).
+	HeardAfterFinalMs *float64 `json:"heard_after_final_ms,omitempty"`
 	// The server's own figures from the trace event.
 	ServerVoiceToVoiceMs *float64 `json:"server_voice_to_voice_ms"`
 	ServerHeardMs        *float64 `json:"server_heard_ms,omitempty"`
@@ -412,6 +415,7 @@ func (s *session) handle(m incoming) error {
 		}
 		t.Transcript = ev.Text // a merged utterance repeats the turn
 		s.meter.EndOfSpeech(ev.Turn, m.at)
+		s.meter.Transcribed(ev.Turn, m.at)
 		s.finalAt[ev.Turn] = m.at
 		fmt.Fprintf(s.cfg.Log, "\r\033[Kyou: %s\n", ev.Text)
 	case pipeline.EventAnswer:
@@ -471,6 +475,9 @@ func (s *session) result() *Result {
 		}
 		if ms, ok := s.meter.HeardMs(id); ok {
 			t.HeardMs = &ms
+		}
+		if ms, ok := s.meter.HeardAfterFinalMs(id); ok {
+			t.HeardAfterFinalMs = &ms
 		}
 		t.AnswerAudioMs = s.meter.AnswerMs(id)
 		r.Turns = append(r.Turns, t)

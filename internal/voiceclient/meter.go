@@ -31,6 +31,7 @@ type turnTiming struct {
 	firstAudio time.Time // first answer frame received
 	heard      time.Time // when its first audible sample plays
 	samples    int       // answer samples received
+	final      time.Time // when the final transcript arrived
 }
 
 // NewMeter returns a Meter for microphone audio at inRate and answer audio
@@ -80,6 +81,19 @@ func (m *Meter) EndOfSpeech(turn int, at time.Time) {
 			return
 		}
 	}
+}
+
+// Transcribed records when turn's final transcript arrived (for
+// HeardAfterFinalMs).
+func (m *Meter) Transcribed(turn int, at time.Time) { m.turn(turn).final = at }
+
+// HeardAfterFinalMs is when the answer's first audible sample played minus
+// when the final transcript arrived: the answer's path after recognition
+// (LLM, TTS, transport, playback), without the endpointing wait and the
+// recogniser's time, which vary with load; ok is false until both are known.
+func (m *Meter) HeardAfterFinalMs(turn int) (ms float64, ok bool) {
+	t := m.turn(turn)
+	return sinceMs(t.final, t.heard)
 }
 
 // Answering says that the answer audio arriving from now on is turn's (the

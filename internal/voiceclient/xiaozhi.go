@@ -489,6 +489,7 @@ func (d *device) handle(m xzIncoming) error {
 		t := d.turn(d.cur)
 		t.Transcript = msg.Text
 		d.meter.EndOfSpeech(d.cur, m.at)
+		d.meter.Transcribed(d.cur, m.at)
 		fmt.Fprintf(d.cfg.Log, "you: %s\n", msg.Text)
 	case msg.Type == "tts" && msg.State == "start":
 		d.speaking = true
@@ -515,6 +516,9 @@ func (d *device) handle(m xzIncoming) error {
 		}
 		if h, ok := d.meter.HeardMs(d.cur); ok {
 			t.HeardMs = &h
+		}
+		if h, ok := d.meter.HeardAfterFinalMs(d.cur); ok {
+			t.HeardAfterFinalMs = &h
 		}
 		t.AnswerAudioMs = d.meter.AnswerMs(d.cur)
 		d.done++

@@ -127,6 +127,9 @@ func TestRunXiaozhi(t *testing.T) {
 			if *tr.HeardMs < *tr.VoiceToVoiceMs {
 				t.Errorf("heard %.0f ms before the first audio arrived (%.0f ms)", *tr.HeardMs, *tr.VoiceToVoiceMs)
 			}
+			if a := tr.HeardAfterFinalMs; a == nil || *a <= 0 || *a > *tr.HeardMs {
+				t.Errorf("heard after the final %v, want within (0, heard %.0f ms]", a, *tr.HeardMs)
+			}
 			if tc.cfg.AbortAfter > 0 {
 				if !tr.Interrupted || tr.AnswerAudioMs > 1500 {
 					t.Errorf("aborted turn: interrupted %v, %.0f ms of answer audio", tr.Interrupted, tr.AnswerAudioMs)
