@@ -11,14 +11,22 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/voxpipe/voxpipe/internal/voiceclient"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
-// wsDevice speaks over the WebSocket protocol of docs/protocol.md. It is
-// voxbench's own thin device until internal/voiceclient (the shared /ws
-// device client) lands; it measures heard the way the issue defines it:
-// first audible answer sample received − last audible question sample sent.
+// speechEndSlack: the last audible sample may lie a little after the
+// server's speech_end (a soft word end its VAD counts as silence); the
+// same allowance voiceclient makes.
+const speechEndSlack = 150 * time.Millisecond
+
+// wsDevice speaks over the WebSocket protocol of docs/protocol.md. Its
+// conversation loop waits for each answer before the next question (or cuts
+// it, with --barge-in), which voiceclient.Run's whole-file streaming does
+// not do; the latencies come from voiceclient.Meter, the same measurement
+// voxclient reports: heard is when the answer's first audible sample plays
+// minus the last audible sample of the question sent.
 type wsDevice struct {
 	url, encoding string
 	rate          int
@@ -47,13 +55,9 @@ type wsMsg struct {
 
 // asked is one question in flight.
 type asked struct {
-	res       turnResult
-	endSent   time.Time // when the last audible sample of the question went out
-	answered  time.Time // first audible answer sample
-	gotFirst  bool      // any answer audio arrived
-	spokenAt  time.Time // when the question's audio finished
-	samples   int       // answer samples received
-	audioFrom time.Time // first answer frame's arrival
+	res      turnResult
+	finalAt  time.Time // arrival of its final transcript
+	answered bool      // audible answer audio arrived
 }
 
 func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnResult)) error {
@@ -148,13 +152,13 @@ func (l *wsLink) sendJSON(v any) error { return l.ws.WriteJSON(v) }
 func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan wsMsg, report func(turnResult)) error {
 	frame := rate / 50
 	silence := make([]int16, frame)
+	meter := voiceclient.NewMeter(rate, rate)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 
 	var (
 		next        int     // index of the next question
 		speech      []int16 // the question being spoken
-		speechEnd   int     // its last audible sample
 		pos         int     // samples of it sent
 		cur         *asked  // the question being spoken or awaiting its turn number
 		byTurn      = map[int]*asked{}
@@ -190,7 +194,6 @@ func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan 
 				q := p.question(next)
 				next++
 				speech, pos = resampled(q, rate), 0
-				speechEnd = audio.AudibleEnd(speech, rate)
 				cur = &asked{res: turnResult{Ref: q.ref}}
 				outstanding++
 			}
@@ -204,20 +207,15 @@ func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan 
 					copy(buf, speech[pos:])
 					pcm = buf
 				}
-				if speechEnd >= pos && speechEnd < pos+frame && cur != nil {
-					cur.endSent = now.Add(time.Duration(speechEnd-pos) * time.Second / time.Duration(rate))
-				}
 				pos += frame
 				if pos >= len(speech) {
 					speech = nil
-					if cur != nil {
-						cur.spokenAt = now
-					}
 				}
 			}
 			if err := l.sendAudio(pcm); err != nil {
 				return fmt.Errorf("send audio: %w", err)
 			}
+			meter.Sent(pcm, time.Now())
 			if outstanding > 0 && speech == nil && now.Sub(progress) > p.turnTimeout {
 				for _, a := range byTurn {
 					finish(a, "timeout")
@@ -238,25 +236,17 @@ func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan 
 				if a == nil {
 					continue
 				}
-				if !a.gotFirst {
-					a.gotFirst, a.audioFrom = true, m.at
+				if meter.Received(m.audio, m.at) {
 					if err := l.sendJSON(map[string]any{"type": "playback_start", "turn": answerTurn}); err != nil {
 						return err
 					}
 				}
-				if a.answered.IsZero() {
-					if i := audio.FirstAudible(m.audio, rate); i >= 0 {
-						a.answered = m.at.Add(time.Duration(i) * time.Second / time.Duration(rate))
-						if !a.endSent.IsZero() {
-							ms := float64(a.answered.Sub(a.endSent).Microseconds()) / 1000
-							a.res.HeardMs = &ms
-						}
-						if p.bargeIn > 0 {
-							nextAt = m.at.Add(p.bargeIn) // the next question cuts this answer
-						}
+				if _, ok := meter.HeardMs(answerTurn); ok && !a.answered {
+					a.answered = true
+					if p.bargeIn > 0 {
+						nextAt = m.at.Add(p.bargeIn) // the next question cuts this answer
 					}
 				}
-				a.samples += len(m.audio)
 				continue
 			}
 			ev := m.ev
@@ -268,22 +258,20 @@ func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan 
 				}
 				lastTurn = max(lastTurn, ev.Turn)
 				if a := byTurn[ev.Turn]; a != nil && ev.Final {
-					a.res.Transcript = ev.Text
+					a.res.Transcript, a.finalAt = ev.Text, m.at
+					meter.EndOfSpeech(ev.Turn, m.at)
 					if a == cur && speech == nil {
 						cur = nil // its turn is known; the next question may follow the answer
 					}
 				}
 			case pipeline.EventAnswer:
 				answerTurn = ev.Turn
+				meter.Answering(ev.Turn)
 				if a := byTurn[ev.Turn]; a != nil {
 					a.res.Answer += ev.Text
 				}
 			case pipeline.EventInterrupted:
-				a := byTurn[ev.Turn]
-				played := 0.0
-				if a != nil && a.gotFirst {
-					played = min(float64(a.samples)*1000/float64(rate), float64(time.Since(a.audioFrom).Milliseconds()))
-				}
+				played := meter.PlayedMs(ev.Turn, time.Now())
 				if err := l.sendJSON(map[string]any{"type": "interrupt", "turn": ev.Turn, "played_ms": played}); err != nil {
 					return err
 				}
@@ -293,6 +281,14 @@ func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan 
 					continue
 				}
 				a.res.Marks, a.res.V2VMs = ev.Marks, ev.VoiceToVoiceMs
+				if final, ok := ev.Marks[pipeline.MarkASRFinal]; ok && !a.finalAt.IsZero() {
+					// The server's speech_end on this clock: the final's
+					// arrival less its asr_final mark (voiceclient.Meter).
+					meter.EndOfSpeech(ev.Turn, a.finalAt.Add(-time.Duration(final*float64(time.Millisecond))).Add(speechEndSlack))
+				}
+				if ms, ok := meter.HeardMs(ev.Turn); ok {
+					a.res.HeardMs = &ms
+				}
 				a.res.Interrupted = ev.Interrupted
 				finish(a, "")
 				if p.bargeIn == 0 {
@@ -322,7 +318,7 @@ func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan 
 // (with --barge-in the next question may then start over it).
 func allAnswered(byTurn map[int]*asked) bool {
 	for _, a := range byTurn {
-		if a.answered.IsZero() {
+		if !a.answered {
 			return false
 		}
 	}
