@@ -302,12 +302,12 @@ func TestBadBaseURL(t *testing.T) {
 func TestConnectionReused(t *testing.T) {
 	f := newFakeServer(t, step{words: words})
 	var conns atomic.Int32
-	f.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	c := client(t, f, nil)
+	d := &net.Dialer{}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conns.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}}}
+	c := client(t, f, func(c *Config) { c.HTTPClient = hc })
 	for range 3 {
 		if r := ask(t, c); r.err != nil {
 			t.Fatal(r.err)
