@@ -89,6 +89,17 @@ fuzz: deps ## every fuzz target for FUZZTIME each (default 10s)
 		done; \
 	done
 
+# golangci-lint v2 (.golangci.yml), installed into bin/ by go install from
+# the module proxy the first time (several minutes: it builds from source).
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := $(BIN)/golangci-lint
+
+$(GOLANGCI_LINT):
+	GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+lint: $(GOLANGCI_LINT) ## golangci-lint (errorlint, gosec, bodyclose, contextcheck, noctx, staticcheck, ...)
+	$(GOLANGCI_LINT) run ./...
+
 # The demo models (models/README.md): corpus from Debian dictionaries, trained
 # with PyTorch where CUDA is (TRAIN_PY), then quantized by the engine's tool.
 TRAIN_DEBS  := wordnet-base dict-foldoc dict-jargon python3

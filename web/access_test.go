@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -176,8 +177,8 @@ func TestMaxSession(t *testing.T) {
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
 		if _, _, err := ws.ReadMessage(); err != nil {
-			ce, ok := err.(*websocket.CloseError)
-			if !ok || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "max_session") {
+			var ce *websocket.CloseError
+			if !errors.As(err, &ce) || ce.Code != websocket.ClosePolicyViolation || !strings.Contains(ce.Text, "max_session") {
 				t.Errorf("closed with %v, want 1008 max_session", err)
 			}
 			break

@@ -59,7 +59,8 @@ func isLoopback(addr string) bool {
 
 // apiRejections maps a /v1 refusal's parameter onto the limit counted.
 func apiRejections(ws **web.Server) func(param string) {
-	names := map[string]string{"messages": "api_messages", "stop": "api_stop", "max_tokens": "api_max_tokens", "max_completion_tokens": "api_max_tokens", "body": "api_body"}
+	names := map[string]string{ //nolint:gosec // G101: metric label names, not credentials
+		"messages": "api_messages", "stop": "api_stop", "max_tokens": "api_max_tokens", "max_completion_tokens": "api_max_tokens", "body": "api_body"}
 	return func(param string) {
 		if n, ok := names[param]; ok && *ws != nil {
 			(*ws).LimitRejected(n)

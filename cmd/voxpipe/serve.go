@@ -148,11 +148,11 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	stopObserving, err := observe(cfg, be, ws, log)
 	if err != nil {
-		_ = ws.Shutdown(context.Background())
+		_ = ws.Shutdown(context.WithoutCancel(ctx))
 		return err
 	}
-	defer stopObserving(context.Background())
-	reqCtx, cancelRequests := context.WithCancelCause(context.Background())
+	defer stopObserving(context.WithoutCancel(ctx))
+	reqCtx, cancelRequests := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelRequests(nil)
 	httpSrv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return reqCtx },
@@ -162,7 +162,8 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 	}
-	ln, err := net.Listen("tcp", cfg.Server.Addr)
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Server.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (server.addr from %s): %w", cfg.Server.Addr, cfg.Origin("server.addr"), err)
 	}
@@ -177,12 +178,12 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 
 	select {
 	case err := <-serveErr:
-		_ = ws.Shutdown(context.Background())
+		_ = ws.Shutdown(context.WithoutCancel(ctx))
 		return fmt.Errorf("http server: %w", err)
 	case <-ctx.Done():
 	}
 	log.Info().Msg("stopping: finishing requests and closing sessions")
-	stopErr := shutdown(httpSrv, ws, cancelRequests, cfg.Server.DrainTimeout, log)
+	stopErr := shutdown(context.WithoutCancel(ctx), httpSrv, ws, cancelRequests, cfg.Server.DrainTimeout, log)
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn().Err(err).Msg("http server")
 	}

@@ -30,19 +30,20 @@ const cutGrace = time.Second
 //     errShuttingDown and their connections closed.
 //
 // cancelRequests cancels the context every request's context derives from
-// (http.Server.BaseContext).
-func shutdown(httpSrv *http.Server, ws *web.Server, cancelRequests context.CancelCauseFunc, drain time.Duration, log zerolog.Logger) error {
+// (http.Server.BaseContext). ctx carries values only (serve's, without its
+// cancel: it has ended when shutdown runs).
+func shutdown(ctx context.Context, httpSrv *http.Server, ws *web.Server, cancelRequests context.CancelCauseFunc, drain time.Duration, log zerolog.Logger) error {
 	if drain > 0 {
 		ws.Drain()
 		log.Info().Dur("drain_timeout", drain).Msg("draining: new sessions refused, running ones go on")
-		dctx, cancel := context.WithTimeout(context.Background(), drain)
+		dctx, cancel := context.WithTimeout(ctx, drain)
 		err := ws.WaitIdle(dctx)
 		cancel()
 		if err != nil {
 			log.Info().Int("sessions", ws.ActiveSessions()).Msg("drain deadline passed: telling sessions going_away")
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	sctx, cancel := context.WithTimeout(ctx, shutdownTimeout)
 	defer cancel()
 	var httpErr, wsErr error
 	var wg sync.WaitGroup
@@ -59,7 +60,7 @@ func shutdown(httpSrv *http.Server, ws *web.Server, cancelRequests context.Cance
 			// Cut what still runs, give the handlers a moment to tell
 			// their clients why, then close what is left.
 			cancelRequests(errShuttingDown)
-			gctx, gcancel := context.WithTimeout(context.Background(), cutGrace)
+			gctx, gcancel := context.WithTimeout(ctx, cutGrace)
 			defer gcancel()
 			if httpSrv.Shutdown(gctx) != nil {
 				httpErr = errors.Join(httpErr, httpSrv.Close())

@@ -81,7 +81,7 @@ func fixtureCase(t *testing.T, dir, name string, repack, kvHalf bool, tol float6
 	// Whole prompt in one batch, logits for every position.
 	kv := newKVCache(&m.hp, 256)
 	all := make([]float32, len(ref.PromptIDs)*vocab)
-	if err := rt.forward(nil, kv, ref.PromptIDs, 0, all); err != nil {
+	if err := rt.forward(context.Background(), kv, ref.PromptIDs, 0, all); err != nil {
 		t.Fatal(err)
 	}
 	d3 := maxAbsDiff(all[3*vocab:4*vocab], ref.LogitsPos3)
@@ -97,7 +97,7 @@ func fixtureCase(t *testing.T, dir, name string, repack, kvHalf bool, tol float6
 	kv2 := newKVCache(&m.hp, 256)
 	var dTok float64
 	for i, id := range ref.PromptIDs {
-		if err := rt.forward(nil, kv2, []int32{id}, i, nil); err != nil {
+		if err := rt.forward(context.Background(), kv2, []int32{id}, i, nil); err != nil {
 			t.Fatal(err)
 		}
 		dTok = max(dTok, maxAbsDiff(rt.logits, all[i*vocab:(i+1)*vocab]))
@@ -109,7 +109,7 @@ func fixtureCase(t *testing.T, dir, name string, repack, kvHalf bool, tol float6
 
 	if len(ref.TextPromptIDs) > 0 {
 		kv3 := newKVCache(&m.hp, 256)
-		if err := rt.forward(nil, kv3, ref.TextPromptIDs, 0, nil); err != nil {
+		if err := rt.forward(context.Background(), kv3, ref.TextPromptIDs, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if d := maxAbsDiff(rt.logits, ref.TextLogitsLast); d > tol {
@@ -129,7 +129,7 @@ func greedyRef(t testing.TB, rt *compute, kv *kvCache, pos int, ref []int32) ([]
 	for i, want := range ref {
 		id := argmax(rt.logits)
 		ids[i], tops[i] = id, rt.logits[id]
-		if err := rt.forward(nil, kv, []int32{want}, pos+i, nil); err != nil {
+		if err := rt.forward(context.Background(), kv, []int32{want}, pos+i, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

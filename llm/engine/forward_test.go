@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -23,7 +25,7 @@ func allLogits(t testing.TB, rt *compute, tokens []int32) []float32 {
 	t.Helper()
 	kv := newKVCache(rt.hp, rt.ctxSize)
 	out := make([]float32, len(tokens)*rt.hp.vocab)
-	if err := rt.forward(nil, kv, tokens, 0, out); err != nil {
+	if err := rt.forward(context.Background(), kv, tokens, 0, out); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -40,7 +42,7 @@ func TestBatchedMatchesIncremental(t *testing.T) {
 				kv := newKVCache(rt.hp, rt.ctxSize)
 				var d float64
 				for i, id := range tinyPrompt {
-					if err := rt.forward(nil, kv, []int32{id}, i, nil); err != nil {
+					if err := rt.forward(context.Background(), kv, []int32{id}, i, nil); err != nil {
 						t.Fatal(err)
 					}
 					d = max(d, maxAbsDiff(rt.logits, all[i*vocab:(i+1)*vocab]))
@@ -68,17 +70,17 @@ func TestKVReuseMatchesFresh(t *testing.T) {
 	// Prefix first, then the rest on the same cache (a later turn).
 	kv := newKVCache(rt.hp, rt.ctxSize)
 	split := 11
-	if err := rt.forward(nil, kv, tinyPrompt[:split], 0, nil); err != nil {
+	if err := rt.forward(context.Background(), kv, tinyPrompt[:split], 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.forward(nil, kv, tinyPrompt[split:], split, nil); err != nil {
+	if err := rt.forward(context.Background(), kv, tinyPrompt[split:], split, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := maxAbsDiff(rt.logits, all[(len(tinyPrompt)-1)*vocab:]); d > 1e-5 {
 		t.Errorf("reused KV prefix vs fresh: max|Δ| %.3g", d)
 	}
 	// Rewinding overwrites the stale tail.
-	if err := rt.forward(nil, kv, tinyPrompt[split:], split, nil); err != nil {
+	if err := rt.forward(context.Background(), kv, tinyPrompt[split:], split, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := maxAbsDiff(rt.logits, all[(len(tinyPrompt)-1)*vocab:]); d > 1e-5 {
@@ -110,7 +112,7 @@ func TestGenericKernelsSameGreedy(t *testing.T) {
 		rt := tinyRuntime(t, defaultTiny("llama", typ), 2, 8)
 		run := func() []int32 {
 			kv := newKVCache(rt.hp, rt.ctxSize)
-			if err := rt.forward(nil, kv, tinyPrompt, 0, nil); err != nil {
+			if err := rt.forward(context.Background(), kv, tinyPrompt, 0, nil); err != nil {
 				t.Fatal(err)
 			}
 			ids, _ := greedy(t, rt, kv, len(tinyPrompt), 16)
@@ -135,7 +137,7 @@ func TestDecodeAllocatesNothing(t *testing.T) {
 	one := []int32{5}
 	pos := 0
 	allocs := testing.AllocsPerRun(50, func() {
-		if err := rt.forward(nil, kv, one, pos, nil); err != nil {
+		if err := rt.forward(context.Background(), kv, one, pos, nil); err != nil {
 			t.Fatal(err)
 		}
 		one[0] = s.sample(rt.logits)
@@ -175,7 +177,7 @@ func TestContextFull(t *testing.T) {
 	s.ctx = 16
 	rt := tinyRuntime(t, s, 1, 8)
 	kv := newKVCache(rt.hp, rt.ctxSize)
-	if err := rt.forward(nil, kv, tinyPrompt, 0, nil); err != ErrContextFull {
+	if err := rt.forward(context.Background(), kv, tinyPrompt, 0, nil); !errors.Is(err, ErrContextFull) {
 		t.Fatalf("got %v, want ErrContextFull", err)
 	}
 }
@@ -201,13 +203,13 @@ func TestContextEdgesMatchIncremental(t *testing.T) {
 				all := make([]float32, ctx*vocab)
 				whole := newKVCache(rt.hp, rt.ctxSize)
 				whole.reserve(ctx)
-				if err := rt.forward(nil, whole, tokens, 0, all); err != nil {
+				if err := rt.forward(context.Background(), whole, tokens, 0, all); err != nil {
 					t.Fatal(err)
 				}
 				kv := newKVCache(rt.hp, rt.ctxSize)
 				var d float64
 				for i, id := range tokens {
-					if err := rt.forward(nil, kv, []int32{id}, i, nil); err != nil {
+					if err := rt.forward(context.Background(), kv, []int32{id}, i, nil); err != nil {
 						t.Fatal(err)
 					}
 					d = max(d, maxAbsDiff(rt.logits, all[i*vocab:(i+1)*vocab]))
@@ -215,7 +217,7 @@ func TestContextEdgesMatchIncremental(t *testing.T) {
 				if tol := map[bool]float64{false: 1e-4, true: 0.02}[typ == gguf.TypeQ8_0]; d > tol {
 					t.Errorf("batched vs incremental max|Δ| %.3g > %g", d, tol)
 				}
-				if err := rt.forward(nil, kv, tokens[:1], ctx, nil); err != ErrContextFull {
+				if err := rt.forward(context.Background(), kv, tokens[:1], ctx, nil); !errors.Is(err, ErrContextFull) {
 					t.Errorf("position %d of a %d context: got %v, want ErrContextFull", ctx, ctx, err)
 				}
 			})
@@ -235,7 +237,7 @@ func benchDecode(b *testing.B, typ gguf.Type, threads int) {
 	one := []int32{5}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := rt.forward(nil, kv, one, i%512, nil); err != nil {
+		if err := rt.forward(context.Background(), kv, one, i%512, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -252,7 +254,7 @@ func benchPrompt(b *testing.B, typ gguf.Type, threads int) {
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := rt.forward(nil, kv, prompt, 0, nil); err != nil {
+		if err := rt.forward(context.Background(), kv, prompt, 0, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"github.com/voxpipe/voxpipe/internal/testenv"
 	"os"
@@ -93,7 +94,7 @@ func greedy(t testing.TB, rt *compute, kv *kvCache, pos, n int) ([]int32, []floa
 	for i := 0; i < n; i++ {
 		id := argmax(rt.logits)
 		ids[i], tops[i] = id, rt.logits[id]
-		if err := rt.forward(nil, kv, []int32{id}, pos+i, nil); err != nil {
+		if err := rt.forward(context.Background(), kv, []int32{id}, pos+i, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -266,7 +266,7 @@ func (e *Engine) calibrate() error {
 		var min time.Duration
 		for i := 0; i <= reps; i++ { // the first pass warms caches
 			start := time.Now()
-			if err := rt.forward(nil, kv, tokens, 0, all); err != nil {
+			if err := rt.forward(context.Background(), kv, tokens, 0, all); err != nil {
 				return 0, err
 			}
 			if d := time.Since(start); i > 0 && (min == 0 || d < min) {

@@ -272,7 +272,7 @@ func BenchmarkDemoBatchStep(b *testing.B) {
 			tokens := make([]int32, s)
 			for i := range segs {
 				kv := newKVCache(&m.hp, 256)
-				if err := rt.forward(nil, kv, prompt, 0, nil); err != nil {
+				if err := rt.forward(context.Background(), kv, prompt, 0, nil); err != nil {
 					b.Fatal(err)
 				}
 				segs[i] = segment{kv: kv, pos0: pos, start: i, n: 1}
@@ -282,7 +282,7 @@ func BenchmarkDemoBatchStep(b *testing.B) {
 			b.ResetTimer()
 			cpu0 := processCPU()
 			for i := 0; i < b.N; i++ {
-				if err := rt.forwardBatch(nil, tokens, segs, rt.rowIdx[:s], out); err != nil {
+				if err := rt.forwardBatch(context.Background(), tokens, segs, rt.rowIdx[:s], out); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -272,7 +272,7 @@ func exactPairs(t *testing.T, e *Engine, prompt []int32, params samplerParams) m
 	out := map[[2]int32]float64{}
 	err := e.runOnScheduler(context.Background(), func() {
 		kv := newKVCache(&e.model.hp, e.cfg.ContextSize)
-		if err := e.rt.forward(nil, kv, prompt, 0, nil); err != nil {
+		if err := e.rt.forward(context.Background(), kv, prompt, 0, nil); err != nil {
 			t.Error(err)
 			return
 		}
@@ -283,7 +283,7 @@ func exactPairs(t *testing.T, e *Engine, prompt []int32, params samplerParams) m
 			if pr1 == 0 {
 				continue
 			}
-			if err := e.rt.forward(nil, kv, []int32{int32(t1)}, len(prompt), nil); err != nil {
+			if err := e.rt.forward(context.Background(), kv, []int32{int32(t1)}, len(prompt), nil); err != nil {
 				t.Error(err)
 				return
 			}

@@ -296,12 +296,12 @@ func TestStream(t *testing.T) {
 				t.Fatalf("chunk %d choices %s", i, events[i])
 			}
 			ch := c.Choices[0]
-			switch {
-			case i == 0:
+			switch i {
+			case 0:
 				if ch.Delta.Role == nil || *ch.Delta.Role != "assistant" || ch.FinishReason != nil {
 					t.Errorf("first chunk %s", events[i])
 				}
-			case i == 4:
+			case 4:
 				if ch.FinishReason == nil || *ch.FinishReason != "stop" || ch.Delta.Content != nil {
 					t.Errorf("finish chunk %s", events[i])
 				}

@@ -47,7 +47,7 @@ const (
 )
 
 // TokenPath is the token endpoint.
-const TokenPath = "/auth/token"
+const TokenPath = "/auth/token" //nolint:gosec // G101: a URL path, not a credential
 
 // Config configures a Guard.
 type Config struct {
