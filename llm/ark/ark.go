@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/volcengine/volcengine-go-sdk/service/arkruntime"
@@ -147,7 +149,14 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 			send(llm.Token{Err: describe(err)})
 		}
 	}
-	stream, err := c.c.CreateChatCompletionStream(rctx, c.request(req))
+	// Ark reports no timings, so the TTFT split is the client's own:
+	// connecting and sending (the last attempt's), then the server's part.
+	var start, wrote atomic.Int64
+	trace := &httptrace.ClientTrace{
+		GetConn:      func(string) { start.Store(time.Now().UnixNano()) },
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(time.Now().UnixNano()) },
+	}
+	stream, err := c.c.CreateChatCompletionStream(httptrace.WithClientTrace(rctx, trace), c.request(req))
 	if err != nil {
 		fail(err)
 		return
@@ -158,6 +167,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 	defer stopClose()
 	var usage *llm.Usage
 	first := true
+	var firstAt int64
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -167,6 +177,9 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 			}
 			if usage == nil {
 				usage = &llm.Usage{}
+			}
+			if s, w := start.Load(), wrote.Load(); s != 0 && w >= s && firstAt >= w {
+				usage.TTFTNetwork, usage.TTFTServer = time.Duration(w-s), time.Duration(firstAt-w)
 			}
 			send(llm.Token{Done: true, Usage: usage})
 			// The body's end, so the connection goes back to the pool.
@@ -195,6 +208,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 			}
 			if first {
 				first = false
+				firstAt = time.Now().UnixNano()
 				stopWatch()
 				watch = nil
 			}

@@ -140,7 +140,7 @@ func TestStreamHappyPath(t *testing.T) {
 	if text != "Hello there." {
 		t.Fatalf("text %q", text)
 	}
-	if u == nil || u.PromptTokens != 12 || u.CompletionTokens != 3 || u.CachedTokens != 8 {
+	if u == nil || u.PromptTokens != 12 || u.CompletionTokens != 3 || u.CachedTokens != 8 || u.TTFTNetwork <= 0 || u.TTFTServer <= 0 {
 		t.Fatalf("usage %+v", u)
 	}
 	body := f.lastBody.Load().(map[string]any)
