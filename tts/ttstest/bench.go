@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/voxpipe/voxpipe/pipeline/audio"
 	"github.com/voxpipe/voxpipe/tts"
 )
 
@@ -28,12 +29,14 @@ var BenchSentences = []string{
 // first chunk received) and the real-time factor (synthesis wall time over
 // audio duration) across BenchSentences. cpu_rtf uses the process's CPU
 // time instead of wall time, which other load on the machine does not
-// inflate.
+// inflate. lead_ms is the median silent lead-in, the first audible sample
+// of each synthesis (pipeline/audio's rule), and first_heard_ms the median
+// of time to first audio plus that lead-in: when a listener hears it.
 func Benchmark(b *testing.B, s tts.Synthesizer) {
 	ctx := context.Background()
 	out := make(chan tts.Chunk)
 	errc := make(chan error, 1)
-	var ttfa []time.Duration
+	var ttfa, lead, heard []time.Duration
 	var busy time.Duration
 	samples := 0
 	cpu0 := cpuTime()
@@ -42,6 +45,7 @@ func Benchmark(b *testing.B, s tts.Synthesizer) {
 			start := time.Now()
 			go func() { errc <- s.Synthesize(ctx, text, out) }()
 			first := time.Duration(0)
+			var got []int16
 		receive:
 			for {
 				select {
@@ -50,6 +54,9 @@ func Benchmark(b *testing.B, s tts.Synthesizer) {
 						first = time.Since(start)
 					}
 					samples += len(c.PCM)
+					if len(got) < s.SampleRate() { // the first second is enough
+						got = append(got, c.PCM...)
+					}
 				case err := <-errc:
 					if err != nil {
 						b.Fatal(err)
@@ -59,10 +66,17 @@ func Benchmark(b *testing.B, s tts.Synthesizer) {
 			}
 			busy += time.Since(start)
 			ttfa = append(ttfa, first)
+			l := time.Duration(max(0, audio.FirstAudible(got, s.SampleRate()))) * time.Second / time.Duration(s.SampleRate())
+			lead = append(lead, l)
+			heard = append(heard, first+l)
 		}
 	}
 	cpu := cpuTime() - cpu0
 	slices.Sort(ttfa)
+	slices.Sort(lead)
+	slices.Sort(heard)
+	b.ReportMetric(float64(lead[len(lead)/2].Microseconds())/1000, "lead_ms")
+	b.ReportMetric(float64(heard[len(heard)/2].Microseconds())/1000, "first_heard_ms")
 	b.ReportMetric(float64(ttfa[len(ttfa)/2].Microseconds())/1000, "ttfa_ms")
 	b.ReportMetric(float64(ttfa[len(ttfa)-1].Microseconds())/1000, "ttfa_max_ms")
 	audio := float64(samples) / float64(s.SampleRate())
