@@ -9,17 +9,18 @@ FUZZTIME ?= 10s
 BENCHTIME ?= 200ms
 
 # Debian packages for cgo (pocketsphinx, flite, espeak-ng, libopus) and the
-# models/test data the tests use.
+# models/test data the tests use, and the knowledge base's default dictionary
+# (WordNet, FOLDOC, the Jargon File; llm/knowledge).
 DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-dev \
 	pocketsphinx-en-us pocketsphinx-testdata flite1-dev libespeak-ng-dev espeak-ng \
-	sox pkg-config gcc chromium nodejs
+	sox pkg-config gcc chromium nodejs wordnet-base dict-foldoc dict-jargon
 # The browser test drives Debian's Chromium with playwright-core (which never
 # downloads a browser of its own).
 BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz clean train-deps train-demo train-draft train-bench-pair train-eou
+.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz clean train-deps train-data train-demo train-draft train-bench-pair train-eou
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -104,18 +105,29 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (errorlint, gosec, bodyclose, contextche
 # with PyTorch where CUDA is (TRAIN_PY), then quantized by the engine's tool.
 TRAIN_DEBS  := wordnet-base dict-foldoc dict-jargon python3
 TRAIN_PY    ?= python3
-TRAIN_FLAGS ?= --target-steps 1600 --draft-steps 2600 --dropout 0.1 --dtype f16
-TRAIN_DTYPE := $(if $(findstring f32,$(TRAIN_FLAGS)),f32,f16)
 
 train-deps: ## install the Debian packages the demo model's corpus comes from
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(TRAIN_DEBS)"
 
-train-demo: train-deps build ## rebuild models/ (corpus here; training needs PyTorch+CUDA+tokenizers)
+# The grounded corpus (llm/train/grounding.py): prepare.py's dialogues, a share of them with the
+# passages the server retrieves put before the question, made by the server's own code.
+GROUND_DIR := build/grounding
+
+train-data: train-deps build ## the demo model's corpus, grounded in the knowledge base (build/train-data-grounded)
 	python3 llm/train/prepare.py --out build/train-data --seed 1234
-	$(TRAIN_PY) llm/train/train.py --data build/train-data --out build/models --seed 1234 $(TRAIN_FLAGS)
-	$(BIN)/voxpipe llm quantize build/models/voxpipe-target-$(TRAIN_DTYPE).gguf models/voxpipe-demo-q8_0.gguf --type q8_0
-	$(BIN)/voxpipe llm quantize build/models/voxpipe-draft-$(TRAIN_DTYPE).gguf models/voxpipe-demo-draft-q8_0.gguf --type q8_0
-	$(BIN)/voxpipe llm eval --model models/voxpipe-demo-q8_0.gguf --draft models/voxpipe-demo-draft-q8_0.gguf --file build/train-data/valid.jsonl
+	python3 llm/train/grounding.py questions --data build/train-data --work $(GROUND_DIR) --seed 1234
+	$(BIN)/voxpipe knowledge query --json --augment --file $(GROUND_DIR)/questions.txt > $(GROUND_DIR)/answers.jsonl
+	python3 llm/train/grounding.py apply --data build/train-data --work $(GROUND_DIR) --out build/train-data-grounded --seed 1234
+
+# The target only, on the grounded corpus, with the shipped model's tokenizer (so the draft and
+# prompt lookup keep working); written as Q8_0 by PyTorch (byte-identical to `voxpipe llm quantize`).
+TARGET_FLAGS ?= --target-steps 1600 --target-seconds 120 --dropout 0.1
+
+train-demo: train-data ## retrain models/voxpipe-demo-q8_0.gguf (corpus here; training needs PyTorch+CUDA+tokenizers)
+	$(TRAIN_PY) llm/train/train.py --data build/train-data-grounded --out build/models --seed 1234 --models target \
+		--tokenizer models/voxpipe-demo-q8_0.gguf --dtype q8_0 $(TARGET_FLAGS)
+	cp build/models/voxpipe-target-q8_0.gguf models/voxpipe-demo-q8_0.gguf
+	$(BIN)/voxpipe eval answers --file cmd/voxpipe/testdata/answers-everyday.jsonl --file cmd/voxpipe/testdata/answers-smalltalk.jsonl
 
 # The draft distilled from the shipped target (models/README.md): the target's
 # greedy answers and soft labels teach the draft (llm/train/distill.py, CUDA).

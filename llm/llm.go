@@ -101,3 +101,30 @@ type Prefiller interface {
 	// what it had processed.
 	Prefill(ctx context.Context, req Request) (processed int, err error)
 }
+
+// Augmentation reports context a middleware put into a request before the
+// backend saw it (the knowledge stage, llm/knowledge): how many passages and
+// how many tokens it added, and how long the lookup took (0 when it came
+// from a cache).
+type Augmentation struct {
+	Passages int
+	Tokens   int
+	Lookup   time.Duration
+	Cached   bool
+}
+
+type observerKey struct{}
+
+// WithObserver returns a context whose requests report their augmentation
+// to fn (called on the goroutine that calls Stream or Prefill, before the
+// backend gets the request).
+func WithObserver(ctx context.Context, fn func(Augmentation)) context.Context {
+	return context.WithValue(ctx, observerKey{}, fn)
+}
+
+// Observe reports a to ctx's observer, if it has one.
+func Observe(ctx context.Context, a Augmentation) {
+	if fn, ok := ctx.Value(observerKey{}).(func(Augmentation)); ok && fn != nil {
+		fn(a)
+	}
+}

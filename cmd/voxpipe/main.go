@@ -25,6 +25,7 @@ commands:
   serve     run the voice server (WebSocket /ws, /metrics, /healthz, OpenAI API /v1/)
   llm       the in-process LLM engine's tools (run, bench, quantize, synth)
   bench     benchmarks of the whole server: bench turns (end of turn, heard latency)
+  knowledge the local knowledge base (index, query)
   version   print the version
 
 Run "voxpipe <command> -h" for a command's flags.
@@ -59,6 +60,8 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:])
+	case "knowledge":
+		return runKnowledge(ctx, args[1:])
 	case "llm":
 		return runLLM(ctx, args[1:])
 	case "bench":

@@ -116,6 +116,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 			log.Warn().Err(err).Msg("closing backends")
 		}
 	}()
+	be.LLM, closers = withKnowledge(cfg, be.LLM, closers, log)
 	pc := pipelineConfig(cfg)
 	// Checked once here, so that "on" with a backend that cannot prefill
 	// stops the server now rather than failing every session.

@@ -24,6 +24,8 @@ type Config struct {
 	// Telemetry: OpenTelemetry export (capacity.go).
 	Telemetry Telemetry `yaml:"telemetry"`
 
+	Knowledge Knowledge `yaml:"knowledge"`
+
 	// origins maps a dotted key to where its value came from
 	// ("configs/x.yaml: line 12", "flag --addr"); keys absent are defaults.
 	origins map[string]string
@@ -231,6 +233,19 @@ type Engine struct {
 	QueueSize int `yaml:"queue_size"`
 }
 
+// Knowledge is the local knowledge base (llm/knowledge): passages looked up
+// for each turn and put before the user's words in the LLM request.
+type Knowledge struct {
+	Enabled bool `yaml:"enabled"`
+	// Sources are folders of .txt/.md/.jsonl files and/or "dictionary"
+	// (WordNet, FOLDOC and the Jargon File from Debian's packages).
+	Sources          []string `yaml:"sources"`
+	TopK             int      `yaml:"top_k"`              // passages at most
+	MinScore         float64  `yaml:"min_score"`          // reranked score a passage needs
+	MaxContextTokens int      `yaml:"max_context_tokens"` // the passage block's token budget
+	CacheDir         string   `yaml:"cache_dir"`          // "": ~/.cache/voxpipe/knowledge
+}
+
 // TTS selects the speech synthesiser.
 type TTS struct {
 	Backend string    `yaml:"backend"` // flite|espeak|volc|openai
@@ -309,6 +324,13 @@ func Default() Config {
 				Sequences:     16,
 				QueueSize:     8,
 			},
+		},
+		Knowledge: Knowledge{
+			Enabled:          true,
+			Sources:          []string{"dictionary"},
+			TopK:             2,
+			MinScore:         7,
+			MaxContextTokens: 120,
 		},
 		TTS: TTS{
 			Backend: "flite",

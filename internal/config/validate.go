@@ -152,6 +152,18 @@ func (c *Config) Validate() error {
 	v.intRange("tts.espeak.pitch", c.TTS.Espeak.Pitch, 0, 100)
 
 	v.remote() // remote.go
+	k := c.Knowledge
+	if k.Enabled && len(k.Sources) == 0 {
+		v.fail("knowledge.sources", "must not be empty when knowledge.enabled is true (folders of .txt/.md/.jsonl files or \"dictionary\")")
+	}
+	for i, s := range k.Sources {
+		if strings.TrimSpace(s) == "" {
+			v.fail(fmt.Sprintf("knowledge.sources[%d]", i), "must not be empty")
+		}
+	}
+	v.intRange("knowledge.top_k", k.TopK, 1, 32)
+	v.floatRange("knowledge.min_score", k.MinScore, 0, 100)
+	v.intRange("knowledge.max_context_tokens", k.MaxContextTokens, 0, 1<<16)
 
 	return errors.Join(v.errs...)
 }

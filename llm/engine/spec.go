@@ -414,18 +414,29 @@ func (s *sampler) draw(dist []float32, total float32) int32 {
 	return last
 }
 
-// lookupDraft proposes up to k tokens by finding the most recent earlier
+// lookupDraft proposes up to len(dst) tokens by finding an earlier
 // occurrence of the history's last n-gram (n = 3, 2, 1) and copying what
 // followed it. It returns how many proposals it wrote into dst.
-func lookupDraft(history []int32, dst []int32) int {
-	k, _ := lookupDraftN(history, dst)
+//
+// A trigram match is taken as found, the most recent one. Of the shorter
+// ones, it takes the most recent occurrence whose continuation does not
+// reach a control token (ends, e.g. <|im_end|>) within len(dst) tokens,
+// trying a bigram, then a single token; only when none is clean, the most
+// recent bigram (or token) match. A grounded answer ("A volcano is a
+// fissure ...") repeats the question's words before it quotes the passage
+// ("volcano: a fissure ..."): the question's copy of "is a" runs into the
+// end of its message within a token or two, the passage's runs on. ends ==
+// nil treats no token as a control token.
+func lookupDraft(history []int32, dst []int32, ends func(int32) bool) int {
+	k, _ := lookupDraftN(history, dst, ends)
 	return k
 }
 
 // lookupDraftN is lookupDraft that also says the length of the n-gram it
 // matched (0 when none).
-func lookupDraftN(history []int32, dst []int32) (k, n int) {
+func lookupDraftN(history []int32, dst []int32, ends func(int32) bool) (k, n int) {
 	h := len(history)
+	fallback, fallbackN := -1, 0
 	for n := 3; n >= 1; n-- {
 		if h <= n {
 			continue
@@ -443,10 +454,27 @@ func lookupDraftN(history []int32, dst []int32) (k, n int) {
 				continue
 			}
 			follow := history[start+n:]
-			return copy(dst, follow), n
+			if n == 3 || ends == nil || !reachesEnd(follow[:min(len(follow), len(dst))], ends) {
+				return copy(dst, follow), n
+			}
+			if fallback < 0 {
+				fallback, fallbackN = start, n
+			}
 		}
 	}
+	if fallback >= 0 {
+		return copy(dst, history[fallback+fallbackN:]), fallbackN
+	}
 	return 0, 0
+}
+
+func reachesEnd(ids []int32, ends func(int32) bool) bool {
+	for _, id := range ids {
+		if ends(id) {
+			return true
+		}
+	}
+	return false
 }
 
 // proposeDraft runs the draft model over the target's tokens plus the
@@ -529,7 +557,7 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 		// within a token instead of at the next probe.
 		if k == 0 && sp.draft == nil && g.maxTokens-g.count > 1 && pos+1 < e.cfg.ContextSize {
 			seq.tokens = append(seq.tokens, pending)
-			if _, n := lookupDraftN(seq.tokens, sp.batch[1:2]); n >= 2 {
+			if _, n := lookupDraftN(seq.tokens, sp.batch[1:2], e.tok.IsControl); n >= 2 {
 				k = 1
 			}
 			seq.tokens = seq.tokens[:pos]
@@ -562,7 +590,7 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 				ema(&sp.draftT, (d-(sp.catchUp-catchUp0)).Seconds()/float64(k)/sp.passT[0], timeWeight)
 			}
 		} else {
-			k = lookupDraft(seq.tokens, sp.batch[1:1+k])
+			k = lookupDraft(seq.tokens, sp.batch[1:1+k], e.tok.IsControl)
 		}
 		seq.tokens = seq.tokens[:pos]
 		if err != nil {

@@ -384,11 +384,44 @@ func TestLookupDraft(t *testing.T) {
 	h := []int32{5, 6, 7, 8, 9, 1, 6, 7, 8, 2, 3, 6, 7}
 	dst := make([]int32, 3)
 	// "6 7" last seen before the tail at index 6, followed by 8 2 3.
-	if n := lookupDraft(h, dst); n != 3 || !slices.Equal(dst, []int32{8, 2, 3}) {
+	if n := lookupDraft(h, dst, nil); n != 3 || !slices.Equal(dst, []int32{8, 2, 3}) {
 		t.Fatalf("got %v (%d)", dst[:n], n)
 	}
-	if n := lookupDraft([]int32{1, 2, 3}, dst); n != 0 {
+	if n := lookupDraft([]int32{1, 2, 3}, dst, nil); n != 0 {
 		t.Fatalf("no repeat: got %d proposals", n)
+	}
+}
+
+// A grounded prompt: "facts: volcano: a fissure in the earth <end> ...
+// Question: what is a volcano ? <end> <start> assistant" and the answer so
+// far "A volcano is a". The most recent "is a" (the question's) runs into
+// the end of the message; the passage's "a" goes on, and is proposed.
+func TestLookupDraftPrefersMatchesThatGoOn(t *testing.T) {
+	const (
+		end, start, assistant                             = 100, 101, 102
+		facts, volcano, colon, a, fissure, in, the, earth = 1, 2, 3, 4, 5, 6, 7, 8
+		question, what, is, qmark, capA                   = 9, 10, 11, 12, 13
+	)
+	ends := func(id int32) bool { return id >= 100 }
+	prompt := []int32{facts, volcano, colon, a, fissure, in, the, earth, question, what, is, a, volcano, qmark, end, start, assistant}
+	h := append(append([]int32{}, prompt...), capA, volcano, is, a)
+	dst := make([]int32, 4)
+	if n := lookupDraft(h, dst, ends); n != 4 || !slices.Equal(dst, []int32{fissure, in, the, earth}) {
+		t.Fatalf("got %v, want the passage's continuation", dst[:n])
+	}
+	// Without control tokens to go by, the most recent match (the question) wins, as before.
+	if n := lookupDraft(h, dst, nil); n != 4 || !slices.Equal(dst, []int32{volcano, qmark, end, start}) {
+		t.Fatalf("ends == nil: got %v, want the question's continuation", dst[:n])
+	}
+	// When every match runs into an end, the most recent longest one is still proposed.
+	h2 := []int32{what, is, end, start, what, is, end, start, capA, what, is}
+	if k, n := lookupDraftN(h2, dst, ends); n != 2 || k != 4 || !slices.Equal(dst, []int32{end, start, capA, what}) {
+		t.Fatalf("all ending: got %v (n=%d), want the most recent bigram's", dst[:k], n)
+	}
+	// A trigram match is taken even when it ends the message (quoting a sentence to its end).
+	h3 := []int32{facts, a, fissure, in, the, earth, end, start, assistant, a, fissure, in, the, earth, end, fissure, in, the}
+	if k, n := lookupDraftN(h3, dst, ends); n != 3 || k != 4 || !slices.Equal(dst, []int32{earth, end, fissure, in}) {
+		t.Fatalf("trigram: got %v (n=%d)", dst[:k], n)
 	}
 }
 

@@ -1,0 +1,209 @@
+package knowledge
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/search/query"
+)
+
+// Reranking. bleve's BM25 scores depend on the query (its length, its
+// terms' rarity), so they cannot be compared with a fixed threshold. A hit's
+// final score is instead built from query-independent parts, and min_score
+// means the same for every question:
+//
+//	headwordExact per word when the passage's title is a phrase of the question
+//	(lower-cased, or a plural of it), headwordStem per word when only the
+//	stemmed forms agree; up to bm25Share for its BM25 score relative to the
+//	best hit's; plus a fixed bonus for its kind.
+//
+// The default min_score of 7 keeps headword matches only.
+const (
+	headwordExact = 10
+	headwordStem  = 8
+	bm25Share     = 2
+	// MaxQueryWords bounds a lookup: the first words of a question name its subject.
+	MaxQueryWords = 16
+	maxPhrase     = 3
+)
+
+var kindBonus = map[string]float64{KindNoun: 3, KindWordNet: 1, KindFOLDOC: 1.5, KindJargon: 1.5}
+
+// notHeadwords never start or end a headword phrase: English stop words and
+// the words of asking ("tell me about", "define", "what does X mean").
+var notHeadwords = func() map[string]bool {
+	m := map[string]bool{}
+	for _, line := range strings.Split(string(en.EnglishStopWords), "\n") {
+		line, _, _ = strings.Cut(line, "|")
+		if f := strings.Fields(line); len(f) > 0 {
+			m[f[0]] = true
+		}
+	}
+	for _, w := range strings.Fields("tell define mean means meaning explain know please sentence use example give what's whats say said word thing kind sort type called voxpipe hey hi ok okay") {
+		m[w] = true
+	}
+	return m
+}()
+
+// queryWords lower-cases the question's first MaxQueryWords words.
+func queryWords(q string) []string {
+	f := strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
+		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || r == '-' || r == '+' || r == '#' || r == '/')
+	})
+	var out []string
+	for _, w := range f {
+		w = strings.Trim(w, "'-/")
+		w = strings.TrimSuffix(w, "'s")
+		if w != "" {
+			out = append(out, w)
+		}
+		if len(out) == MaxQueryWords {
+			break
+		}
+	}
+	return out
+}
+
+// phrases are the question's runs of up to maxPhrase words that neither
+// start nor end with a stop word, with singular forms of their last word.
+func phrases(words []string) map[string]int {
+	out := map[string]int{}
+	for i := range words {
+		if notHeadwords[words[i]] {
+			continue
+		}
+		for n := 1; n <= maxPhrase && i+n <= len(words); n++ {
+			last := words[i+n-1]
+			if notHeadwords[last] {
+				continue
+			}
+			p := strings.Join(words[i:i+n], " ")
+			out[p] = n
+			for _, s := range singulars(last) {
+				out[strings.Join(append(append([]string{}, words[i:i+n-1]...), s), " ")] = n
+			}
+		}
+	}
+	return out
+}
+
+func singulars(w string) []string {
+	switch {
+	case len(w) > 4 && strings.HasSuffix(w, "ies"):
+		return []string{w[:len(w)-3] + "y"}
+	case len(w) > 4 && (strings.HasSuffix(w, "ses") || strings.HasSuffix(w, "xes") || strings.HasSuffix(w, "ches") || strings.HasSuffix(w, "shes") || strings.HasSuffix(w, "oes")):
+		return []string{w[:len(w)-2], w[:len(w)-1]}
+	case len(w) > 3 && strings.HasSuffix(w, "s") && !strings.HasSuffix(w, "ss"):
+		return []string{w[:len(w)-1]}
+	}
+	return nil
+}
+
+func terms(a analysis.Analyzer, s string) []string {
+	ts := a.Analyze([]byte(s))
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = string(t.Term)
+	}
+	return out
+}
+
+// containsRun reports whether needle occurs as a contiguous run in hay.
+func containsRun(hay, needle []string) bool {
+	if len(needle) == 0 {
+		return false
+	}
+outer:
+	for i := 0; i+len(needle) <= len(hay); i++ {
+		for j := range needle {
+			if hay[i+j] != needle[j] {
+				continue outer
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// Search returns up to topK passages for question whose reranked score is
+// at least minScore, best first.
+func (ix *Index) Search(ctx context.Context, question string, topK int, minScore float64) ([]Passage, error) {
+	words := queryWords(question)
+	if len(words) == 0 || topK <= 0 {
+		return nil, nil
+	}
+	heads := phrases(words)
+	var content []string // the words of asking say nothing of the subject
+	for _, w := range words {
+		if !notHeadwords[w] {
+			content = append(content, w)
+		}
+	}
+	if len(content) == 0 {
+		return nil, nil
+	}
+	text := strings.Join(content, " ")
+	var qs []query.Query
+	for p := range heads {
+		tq := bleve.NewTermQuery(p)
+		tq.SetField(fieldKey)
+		tq.SetBoost(5)
+		qs = append(qs, tq)
+	}
+	mt := bleve.NewMatchQuery(text)
+	mt.SetField(fieldTitle)
+	mt.SetBoost(2)
+	mx := bleve.NewMatchQuery(text)
+	mx.SetField(fieldText)
+	qs = append(qs, mt, mx)
+	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), max(16, 4*topK), 0, false)
+	req.Fields = []string{fieldTitle, fieldText, fieldKind, fieldSrc}
+	res, err := ix.idx.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: search: %w", err)
+	}
+	if len(res.Hits) == 0 {
+		return nil, nil
+	}
+	an := ix.idx.Mapping().AnalyzerNamed(en.AnalyzerName)
+	qterms := terms(an, text)
+	best := res.Hits[0].Score
+	out := make([]Passage, 0, len(res.Hits))
+	seen := map[string]bool{}
+	for _, h := range res.Hits {
+		p := Passage{}
+		p.Title, _ = h.Fields[fieldTitle].(string)
+		p.Text, _ = h.Fields[fieldText].(string)
+		p.Kind, _ = h.Fields[fieldKind].(string)
+		p.Source, _ = h.Fields[fieldSrc].(string)
+		if seen[p.Title+"\x00"+p.Text] {
+			continue
+		}
+		seen[p.Title+"\x00"+p.Text] = true
+		title := strings.ToLower(p.Title)
+		if n, ok := heads[title]; ok {
+			p.Score = headwordExact * float64(n)
+		} else if tt := terms(an, title); containsRun(qterms, tt) {
+			p.Score = headwordStem * float64(min(len(tt), maxPhrase))
+		}
+		if best > 0 {
+			p.Score += bm25Share * h.Score / best
+		}
+		p.Score += kindBonus[p.Kind]
+		p.Score = math.Round(p.Score*100) / 100
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	n := 0
+	for n < len(out) && n < topK && out[n].Score >= minScore {
+		n++
+	}
+	return out[:n], nil
+}
