@@ -26,6 +26,7 @@ commands:
   llm       the in-process LLM engine's tools (run, bench, quantize, synth)
   bench     benchmarks of the whole server: bench turns (end of turn, heard latency)
   knowledge the local knowledge base (index, query)
+  eval      score answers: eval answers --file Q.jsonl [--knowledge on|off|both]
   version   print the version
 
 Run "voxpipe <command> -h" for a command's flags.
@@ -60,6 +61,8 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:])
+	case "eval":
+		return runEval(ctx, args[1:])
 	case "knowledge":
 		return runKnowledge(ctx, args[1:])
 	case "llm":

@@ -143,7 +143,7 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 func build(ctx context.Context, dir string, sources []string, progress Progress) error {
 	start := time.Now()
 	progress("knowledge: indexing %s into %s", strings.Join(sources, ", "), filepath.Dir(dir))
-	idx, err := bleve.NewUsing(dir, newMapping(), scorch.Name, scorch.Name, map[string]any{"unsafe_batch": true})
+	idx, err := bleve.NewUsing(dir, newMapping(), scorch.Name, scorch.Name, nil)
 	if err != nil {
 		return fmt.Errorf("knowledge: index: %w", err)
 	}
