@@ -30,6 +30,9 @@ type Event struct {
 	TTFTMs map[string]float64 `json:"ttft_ms,omitempty"`
 	// trace: the end of turn (pipeline/turn) and speculative answers (EndOfTurn)
 	EndOfTurn
+	// trace: passages and tokens the knowledge stage added (llm/knowledge)
+	KnowledgePassages int `json:"knowledge_passages,omitempty"`
+	KnowledgeTokens   int `json:"knowledge_tokens,omitempty"`
 
 	// error
 	Code    string `json:"code,omitempty"`

@@ -71,7 +71,7 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 		}
 		return true
 	}
-	tokens, err := safeCall("llm stream", l.log, func() (<-chan llm.Token, error) { return l.model.Stream(t.ctx, t.req) })
+	tokens, err := safeCall("llm stream", l.log, func() (<-chan llm.Token, error) { return l.model.Stream(t.trace.observer(t.ctx, true), t.req) })
 	if err != nil {
 		if t.ctx.Err() != nil {
 			return "", nil

@@ -261,8 +261,9 @@ func (p *pacer) sendTrace(ctx context.Context, t *turn) error {
 	ev := &Event{
 		Type: EventTrace, Turn: t.id, Marks: tr.SinceSpeechEnd(), Interrupted: tr.Interrupted,
 		PromptTokens: tr.PromptTokens, CachedTokens: tr.CachedTokens, EarlyTokens: tr.EarlyTokens,
-		TTFTMs:    tr.TTFTMs(),
-		EndOfTurn: tr.EndOfTurn,
+		TTFTMs:            tr.TTFTMs(),
+		EndOfTurn:         tr.EndOfTurn,
+		KnowledgePassages: tr.KnowledgePassages, KnowledgeTokens: tr.KnowledgeTokens,
 	}
 	if v2v, ok := tr.VoiceToVoice(); ok {
 		ev.VoiceToVoiceMs = &v2v

@@ -61,7 +61,7 @@ func (p *prefillStage) prefill(j *prefillJob) {
 	}
 	j.trace.mark(MarkLLMPrefillEarly)
 	started := time.Now()
-	processed, err := p.model.Prefill(j.ctx, j.req)
+	processed, err := p.model.Prefill(j.trace.observer(j.ctx, false), j.req)
 	j.trace.addEarly(processed)
 	ev := p.log.Debug().Int("tokens", processed).Dur("took", time.Since(started))
 	switch {

@@ -27,6 +27,12 @@ const (
 // without early start has none.
 const MarkLLMPrefillEarly = "llm_prefill_early"
 
+// MarkKnowledge is when the turn's words were first looked up in the
+// knowledge base (llm/knowledge through llm.Observe): with early start
+// usually before speech_end, on the stable partial. Not in MarkOrder; a
+// turn without a knowledge stage has none.
+const MarkKnowledge = "knowledge"
+
 // MarkOrder lists the marks in the order a normal turn records them.
 var MarkOrder = []string{
 	MarkSpeechStart, MarkSpeechEnd, MarkASRFirstPartial, MarkASRFinal,

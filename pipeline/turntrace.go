@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ type Trace struct {
 	// EndOfTurn says how the turn's end was decided and whether its answer
 	// was speculative.
 	EndOfTurn EndOfTurn
+	// KnowledgePassages and KnowledgeTokens are what the knowledge stage
+	// added to the final request (llm.Augmentation).
+	KnowledgePassages int
+	KnowledgeTokens   int
 }
 
 // TTFT part names (the latency vocabulary of architecture.md).
@@ -134,6 +139,7 @@ type traceRec struct {
 	usage       llm.Usage // of the turn's LLM request
 	early       int       // tokens prefilled early for this utterance
 	eot         EndOfTurn
+	knowledge   llm.Augmentation
 }
 
 func newTraceRec(utt int) *traceRec {
@@ -177,6 +183,20 @@ func (r *traceRec) setUsage(u llm.Usage) {
 	r.mu.Unlock()
 }
 
+// observer returns a context whose requests report their knowledge
+// augmentation to r: the first marks MarkKnowledge, the final's (final
+// true) sets the counts. One closure per request, none per token.
+func (r *traceRec) observer(ctx context.Context, final bool) context.Context {
+	return llm.WithObserver(ctx, func(a llm.Augmentation) {
+		r.mark(MarkKnowledge)
+		if final {
+			r.mu.Lock()
+			r.knowledge = a
+			r.mu.Unlock()
+		}
+	})
+}
+
 func (r *traceRec) addEarly(tokens int) {
 	r.mu.Lock()
 	r.early += tokens
@@ -194,7 +214,8 @@ func (r *traceRec) snapshot() Trace {
 	return Trace{
 		Turn: r.turn, Marks: marks, Interrupted: r.interrupted,
 		PromptTokens: r.usage.PromptTokens, CachedTokens: r.usage.CachedTokens, EarlyTokens: r.early,
-		TTFT:      ttftParts(r.usage),
-		EndOfTurn: r.eot,
+		TTFT:              ttftParts(r.usage),
+		EndOfTurn:         r.eot,
+		KnowledgePassages: r.knowledge.Passages, KnowledgeTokens: r.knowledge.Tokens,
 	}
 }

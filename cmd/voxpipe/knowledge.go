@@ -22,6 +22,7 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 	"github.com/voxpipe/voxpipe/llm/engine/tokenizer"
 	"github.com/voxpipe/voxpipe/llm/knowledge"
+	"github.com/voxpipe/voxpipe/llm/knowledge/store"
 )
 
 const knowledgeUsage = `usage: voxpipe knowledge index|query [flags]
@@ -74,8 +75,8 @@ func (f *knowledgeFlags) load() (*config.Config, error) {
 	return cfg, nil
 }
 
-func openKnowledge(ctx context.Context, k config.Knowledge, progress io.Writer) (*knowledge.Index, error) {
-	return knowledge.Open(ctx, k.Sources, k.CacheDir, func(format string, args ...any) {
+func openKnowledge(ctx context.Context, k config.Knowledge, progress io.Writer) (*store.Index, error) {
+	return store.Open(ctx, k.Sources, k.CacheDir, func(format string, args ...any) {
 		fmt.Fprintf(progress, format+"\n", args...)
 	})
 }
@@ -286,9 +287,9 @@ func withKnowledge(c *config.Config, m llm.Model, closers []io.Closer, log zerol
 	}
 	klog := log.With().Str("component", "knowledge").Logger()
 	started := time.Now()
-	base := knowledge.Start(k.Sources, k.CacheDir, func(format string, args ...any) {
+	base := store.Start(k.Sources, k.CacheDir, func(format string, args ...any) {
 		klog.Info().Msgf(format, args...)
-	}, func(ix *knowledge.Index, err error) {
+	}, func(ix *store.Index, err error) {
 		if err != nil {
 			klog.Warn().Err(err).Msg("knowledge base unavailable: answering without it")
 			return

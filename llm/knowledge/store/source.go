@@ -1,7 +1,7 @@
-// Package knowledge is voxpipe's local knowledge base: passages from folders
-// of documents and the bundled dictionary, indexed with bleve (BM25), looked
-// up for each turn and put into the LLM request as context (Wrap).
-package knowledge
+// Package store is the knowledge base's index (llm/knowledge): passages
+// from folders of documents and the bundled dictionary, indexed with bleve
+// (BM25), cached on disk, and searched with a query-independent rerank.
+package store
 
 import (
 	"bufio"
@@ -16,16 +16,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-)
 
-// Passage is one retrievable piece of text.
-type Passage struct {
-	Title  string  `json:"title"`
-	Text   string  `json:"text"`
-	Kind   string  `json:"kind,omitempty"`   // KindNoun, KindWordNet, KindFOLDOC, KindJargon, KindText
-	Source string  `json:"source,omitempty"` // the file (and line) it came from; "" for the dictionary
-	Score  float64 `json:"score,omitempty"`  // the reranked score of a search hit
-}
+	"github.com/voxpipe/voxpipe/llm/knowledge"
+)
 
 // Dictionary is the source name of the bundled dictionary (WordNet, FOLDOC,
 // the Jargon File from Debian's packages).
@@ -100,7 +93,7 @@ func Fingerprint(sources []string) (string, error) {
 }
 
 // readSources yields every passage of sources in order.
-func readSources(sources []string, yield func(Passage) error) error {
+func readSources(sources []string, yield func(knowledge.Passage) error) error {
 	for _, src := range sources {
 		if src == Dictionary {
 			if err := readDictionary(yield); err != nil {
@@ -124,7 +117,7 @@ func readSources(sources []string, yield func(Passage) error) error {
 // readFile reads one document: a .jsonl file holds {"title","text"} objects
 // a line; a .txt or .md file gives a passage per paragraph (blank-line
 // separated), titled by the nearest Markdown heading or else the file name.
-func readFile(path string, yield func(Passage) error) error {
+func readFile(path string, yield func(knowledge.Passage) error) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrSource, err)
@@ -143,7 +136,7 @@ func readFile(path string, yield func(Passage) error) error {
 			return nil
 		}
 		for _, c := range chunks(text) {
-			if err := yield(Passage{Title: title, Text: c, Kind: KindText, Source: fmt.Sprintf("%s:%d", path, start)}); err != nil {
+			if err := yield(knowledge.Passage{Title: title, Text: c, Kind: KindText, Source: fmt.Sprintf("%s:%d", path, start)}); err != nil {
 				return err
 			}
 		}
@@ -178,7 +171,7 @@ func readFile(path string, yield func(Passage) error) error {
 	return flush()
 }
 
-func readJSONL(path string, data []byte, yield func(Passage) error) error {
+func readJSONL(path string, data []byte, yield func(knowledge.Passage) error) error {
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -199,7 +192,7 @@ func readJSONL(path string, data []byte, yield func(Passage) error) error {
 			return fmt.Errorf("%w: %s:%d: empty \"text\"", ErrSource, path, n)
 		}
 		for _, c := range chunks(r.Text) {
-			if err := yield(Passage{Title: strings.TrimSpace(r.Title), Text: c, Kind: KindText, Source: fmt.Sprintf("%s:%d", path, n)}); err != nil {
+			if err := yield(knowledge.Passage{Title: strings.TrimSpace(r.Title), Text: c, Kind: KindText, Source: fmt.Sprintf("%s:%d", path, n)}); err != nil {
 				return err
 			}
 		}

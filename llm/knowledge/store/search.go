@@ -1,4 +1,4 @@
-package knowledge
+package store
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/voxpipe/voxpipe/llm/knowledge"
 )
 
 // Reranking. bleve's BM25 scores depend on the query (its length, its
@@ -36,8 +38,9 @@ const (
 
 var kindBonus = map[string]float64{KindNoun: 3, KindWordNet: 1, KindFOLDOC: 1.5, KindJargon: 1.5}
 
-// notHeadwords never start or end a headword phrase: English stop words and
-// the words of asking ("tell me about", "define", "what does X mean").
+// notHeadwords never start or end a headword phrase, and are left out of
+// the text match: English stop words, the words of asking ("tell me about",
+// "define", "what does X mean"),
 var notHeadwords = func() map[string]bool {
 	m := map[string]bool{}
 	for _, line := range strings.Split(string(en.EnglishStopWords), "\n") {
@@ -46,7 +49,11 @@ var notHeadwords = func() map[string]bool {
 			m[f[0]] = true
 		}
 	}
-	for _, w := range strings.Fields("tell define mean means meaning explain know please sentence use example give what's whats say said word thing kind sort type called voxpipe hey hi ok okay") {
+	// and the words of small talk, so "how are you today" or "thanks, bye"
+	// bring no passages (they only mislead and lengthen the prompt).
+	for _, w := range strings.Fields("tell define mean means meaning explain know please sentence use example give what's whats say said word thing kind sort type called voxpipe " +
+		"hey hi hello ok okay yes yeah thanks thank sorry bye goodbye today tonight tomorrow yesterday now morning evening night doing name fine " +
+		"can could would should will may might must shall") {
 		m[w] = true
 	}
 	return m
@@ -134,7 +141,7 @@ outer:
 
 // Search returns up to topK passages for question whose reranked score is
 // at least minScore, best first.
-func (ix *Index) Search(ctx context.Context, question string, topK int, minScore float64) ([]Passage, error) {
+func (ix *Index) Search(ctx context.Context, question string, topK int, minScore float64) ([]knowledge.Passage, error) {
 	words := queryWords(question)
 	if len(words) == 0 || topK <= 0 {
 		return nil, nil
@@ -175,10 +182,10 @@ func (ix *Index) Search(ctx context.Context, question string, topK int, minScore
 	an := ix.idx.Mapping().AnalyzerNamed(en.AnalyzerName)
 	qterms := terms(an, text)
 	best := res.Hits[0].Score
-	out := make([]Passage, 0, len(res.Hits))
+	out := make([]knowledge.Passage, 0, len(res.Hits))
 	seen := map[string]bool{}
 	for _, h := range res.Hits {
-		p := Passage{}
+		p := knowledge.Passage{}
 		p.Title, _ = h.Fields[fieldTitle].(string)
 		p.Text, _ = h.Fields[fieldText].(string)
 		p.Kind, _ = h.Fields[fieldKind].(string)

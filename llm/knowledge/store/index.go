@@ -1,4 +1,4 @@
-package knowledge
+package store
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"github.com/blevesearch/bleve/v2/index/scorch/mergeplan"
 	"github.com/blevesearch/bleve/v2/mapping"
 	index "github.com/blevesearch/bleve_index_api"
+
+	"github.com/voxpipe/voxpipe/llm/knowledge"
 )
 
 // Fields of an indexed passage.
@@ -159,7 +161,7 @@ func build(ctx context.Context, dir string, sources []string, progress Progress)
 		batch.Reset()
 		return ctx.Err()
 	}
-	err = readSources(sources, func(p Passage) error {
+	err = readSources(sources, func(p knowledge.Passage) error {
 		doc := map[string]any{fieldTitle: p.Title, fieldKey: strings.ToLower(p.Title), fieldText: p.Text, fieldKind: p.Kind}
 		if p.Source != "" {
 			doc[fieldSrc] = p.Source

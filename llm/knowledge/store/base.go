@@ -1,14 +1,13 @@
-package knowledge
+package store
 
 import (
 	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
-)
 
-// ErrNotReady is returned by Base.Search while the index is being built.
-var ErrNotReady = errors.New("knowledge: index not ready")
+	"github.com/voxpipe/voxpipe/llm/knowledge"
+)
 
 // Base opens (building if needed) an index in the background, so a server
 // starts at once and answers without context until the index is ready.
@@ -43,14 +42,14 @@ func Start(sources []string, cacheDir string, progress Progress, onReady func(*I
 }
 
 // Search looks question up once the index is ready; before that, or when
-// opening failed, it returns ErrNotReady (joined with the failure).
-func (b *Base) Search(ctx context.Context, question string, topK int, minScore float64) ([]Passage, error) {
+// opening failed, it returns knowledge.ErrNotReady (joined with the failure).
+func (b *Base) Search(ctx context.Context, question string, topK int, minScore float64) ([]knowledge.Passage, error) {
 	ix := b.ix.Load()
 	if ix == nil {
 		b.mu.Lock()
 		err := b.err
 		b.mu.Unlock()
-		return nil, errors.Join(ErrNotReady, err)
+		return nil, errors.Join(knowledge.ErrNotReady, err)
 	}
 	return ix.Search(ctx, question, topK, minScore)
 }

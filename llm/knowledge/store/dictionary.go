@@ -1,4 +1,4 @@
-package knowledge
+package store
 
 import (
 	"bufio"
@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/voxpipe/voxpipe/llm/knowledge"
 )
 
 // Where Debian installs the dictionary source's packages (wordnet-base,
@@ -53,7 +55,7 @@ var wordnetPOS = []struct{ name, kind string }{
 // readDictionary yields the bundled dictionary's passages: the most frequent
 // sense of every WordNet lemma (its gloss without examples), then the first
 // sense of every FOLDOC and Jargon File entry.
-func readDictionary(yield func(Passage) error) error {
+func readDictionary(yield func(knowledge.Passage) error) error {
 	for _, f := range dictionaryFiles() {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Errorf("knowledge: dictionary source: %w (install wordnet-base dict-foldoc dict-jargon: make deps)", err)
@@ -79,7 +81,7 @@ var (
 	reSentence = regexp.MustCompile(`[.!?]\s+[A-Z]`)
 )
 
-func readWordNet(pos, kind string, yield func(Passage) error) error {
+func readWordNet(pos, kind string, yield func(knowledge.Passage) error) error {
 	// data.<pos>: offset lex_filenum ss_type w_cnt(hex) word lex_id ... | gloss
 	glosses := map[string]struct {
 		words []string
@@ -155,7 +157,7 @@ func readWordNet(pos, kind string, yield func(Passage) error) error {
 		if len(text) < 3 {
 			return nil
 		}
-		return yield(Passage{Title: title, Text: text, Kind: kind})
+		return yield(knowledge.Passage{Title: title, Text: text, Kind: kind})
 	})
 }
 
@@ -210,7 +212,7 @@ var (
 
 // readDictd reads a dictd database (FOLDOC, the Jargon File): its .index
 // (headword, base-64 offset and length) into the gzip-compatible .dict.dz.
-func readDictd(name, kind string, yield func(Passage) error) error {
+func readDictd(name, kind string, yield func(knowledge.Passage) error) error {
 	dataPath := filepath.Join(DictdDir, name+".dict.dz")
 	f, err := os.Open(dataPath)
 	if err != nil {
@@ -250,13 +252,13 @@ func readDictd(name, kind string, yield func(Passage) error) error {
 
 // dictdPassage cleans one entry to its first sense, as the training corpus
 // does (llm/train/prepare.py).
-func dictdPassage(head, entry string) (Passage, bool) {
+func dictdPassage(head, entry string) (knowledge.Passage, bool) {
 	lines := strings.Split(entry, "\n")
 	if h := strings.TrimSpace(lines[0]); h != "" {
 		head = h
 	}
 	if strings.Contains(head, ",") || len(head) > 40 || !strings.ContainsAny(strings.ToLower(head), "abcdefghijklmnopqrstuvwxyz") {
-		return Passage{}, false
+		return knowledge.Passage{}, false
 	}
 	// Lines after the headword up to the first blank one are its variants
 	// ("computer\ncomputing\n\n   <computer> A machine ..."): skip them.
@@ -291,9 +293,9 @@ func dictdPassage(head, entry string) (Passage, bool) {
 	s = cleanText(s)
 	low := strings.ToLower(s)
 	if len(s) < 20 || strings.HasPrefix(low, "see") || strings.HasPrefix(low, "compare") || strings.HasPrefix(low, "abbreviation") {
-		return Passage{}, false
+		return knowledge.Passage{}, false
 	}
-	return Passage{Title: head, Text: s}, true
+	return knowledge.Passage{Title: head, Text: s}, true
 }
 
 // cleanText collapses white space and keeps whole sentences up to
