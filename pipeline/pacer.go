@@ -217,7 +217,7 @@ func (p *pacer) control(ctx context.Context, c outCtl) error {
 	p.flushedUpTo = max(p.flushedUpTo, t.id)
 	// What the client still holds: the lead in use (also after the last
 	// frame, while the client plays it out).
-	t.unplayed = max(0, int(p.due.Sub(time.Now()).Seconds()*float64(p.cfg.OutputRate)))
+	t.unplayed = max(0, int(time.Until(p.due).Seconds()*float64(p.cfg.OutputRate)))
 	if c.clientStopped {
 		p.due = time.Time{} // the client dropped what it held
 	}

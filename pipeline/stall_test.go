@@ -4,6 +4,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -111,7 +112,7 @@ func TestStalledClientDelaysNoOtherSession(t *testing.T) {
 	stalled.cancel()
 	healthy.cancel()
 	for _, p := range []*stallPeer{stalled, healthy} {
-		if err := <-p.done; err != nil && err != context.Canceled {
+		if err := <-p.done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Run: %v", err)
 		}
 	}

@@ -8,7 +8,7 @@ const (
 	MarkASRFirstPartial = "asr_first_partial"
 	MarkASRFinal        = "asr_final"
 	MarkLLMRequest      = "llm_request"
-	MarkLLMFirstToken   = "llm_first_token"
+	MarkLLMFirstToken   = "llm_first_token" // #nosec G101 -- a trace mark's name, not a credential
 	MarkTTSFirstChunk   = "tts_first_chunk"
 	MarkTTSFirstAudio   = "tts_first_audio"
 	MarkFirstAudioOut   = "first_audio_out"

@@ -195,7 +195,6 @@ type incoming struct {
 	ev    *pipeline.Event
 	audio []int16 // from session.free; handed back by recycle
 	at    time.Time
-	err   error // the connection ended (the last message)
 }
 
 // session is one Run. The loop goroutine owns everything but free and the

@@ -135,7 +135,7 @@ func TestRateChangesDuration(t *testing.T) {
 		}
 		samples[rate] = r.Samples
 	}
-	if !(samples[120] > samples[175] && samples[175] > samples[300]) {
+	if samples[120] <= samples[175] || samples[175] <= samples[300] {
 		t.Errorf("samples by rate %v, want fewer at higher rates", samples)
 	}
 }

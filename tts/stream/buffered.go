@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/voxpipe/voxpipe/tts"
@@ -41,7 +42,11 @@ func Buffered(ctx context.Context, out chan<- tts.Chunk, cfg Config, produce fun
 	q.close()
 	if err != nil {
 		cancel()
-		<-sent
+		// The forwarder stops on the cancel (context.Canceled) or has
+		// delivered everything (nil): produce's error is the one to report.
+		if ferr := <-sent; ferr != nil && !errors.Is(ferr, context.Canceled) {
+			return errors.Join(err, ferr)
+		}
 		return err
 	}
 	return <-sent
