@@ -167,6 +167,61 @@ func writeTable(w io.Writer, r report) {
 	}
 }
 
+// intervalOrder lists the intervals of the levels in the trace's order.
+func intervalOrder(levels []levelStats) []string {
+	rank := map[string]int{}
+	for i, m := range pipeline.MarkOrder {
+		rank[m] = i
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, st := range levels {
+		for k := range st.Intervals {
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, k)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int {
+		af, at, _ := strings.Cut(a, ">")
+		bf, bt, _ := strings.Cut(b, ">")
+		if rank[af] != rank[bf] {
+			return rank[af] - rank[bf]
+		}
+		return rank[at] - rank[bt]
+	})
+	return out
+}
+
+// writeIntervals prints the per-turn interval table (markdown).
+func writeIntervals(w io.Writer, levels []levelStats) {
+	ivs := intervalOrder(levels)
+	if len(ivs) == 0 {
+		return
+	}
+	fmt.Fprint(w, "\nWhere heard goes, turn by turn: the time between consecutive marks, ms, p50 / p95:\n\n| sessions |")
+	for _, k := range ivs {
+		fmt.Fprintf(w, " %s |", strings.ReplaceAll(k, ">", " → "))
+	}
+	fmt.Fprint(w, "\n|---|")
+	for range ivs {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w)
+	for _, st := range levels {
+		fmt.Fprintf(w, "| %d |", st.Sessions)
+		for _, k := range ivs {
+			if s, ok := st.Intervals[k]; ok {
+				fmt.Fprintf(w, " %.0f / %.0f |", s.P50, s.P95)
+			} else {
+				fmt.Fprint(w, " – |")
+			}
+		}
+		fmt.Fprintln(w)
+	}
+}
+
 // writeMarkdown prints the tables of docs/performance.md.
 func writeMarkdown(w io.Writer, r report) {
 	fmt.Fprintln(w, "| sessions | turns | heard p50 / p95 / p99 (ms) | server v2v p50 / p95 / p99 (ms) | dropped frames | errors | busy | wrong transcripts (WER) | worse than at 1 session | server CPU (cores) | voxbench CPU per 8 sessions | load avg | within SLO |")
@@ -181,12 +236,14 @@ func writeMarkdown(w io.Writer, r report) {
 			st.DroppedFrames, st.Errors, st.Busy, st.WrongTranscripts, st.Scored, st.WER, st.Regressed, st.ServerCPU,
 			100*st.BenchCPU, st.Load[0], st.Load[1], slo)
 	}
-	fmt.Fprintf(w, "\nLargest N within the %d ms SLO: **%d**.\n\n", r.SLOMs, r.MaxWithinSLO)
+	fmt.Fprintf(w, "\nLargest N within the %d ms SLO: **%d**.\n", r.SLOMs, r.MaxWithinSLO)
+	writeIntervals(w, r.Results)
 	stages := stageOrder(r.Results)
 	if len(stages) == 0 {
 		return
 	}
-	fmt.Fprint(w, "Stage by stage, ms after the server's speech_end, p50 / p95:\n\n| sessions |")
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "Each mark, ms after the server's speech_end, p50 / p95 (each over the turns that have it):\n\n| sessions |")
 	for _, m := range stages {
 		fmt.Fprintf(w, " %s |", m)
 	}

@@ -49,6 +49,9 @@ type levelStats struct {
 
 	// Stages: p50/p95 of every trace mark (ms since speech_end).
 	Stages map[string]stageStats `json:"stages,omitempty"`
+	// Intervals: p50/p95 of the time between consecutive marks of a turn,
+	// keyed "from>to" (per turn, so they add up to where heard goes).
+	Intervals map[string]stageStats `json:"intervals,omitempty"`
 
 	// Transcripts: turns with a reference, those whose final transcript
 	// differs from it, and the word error rate over them (percent).
@@ -95,7 +98,9 @@ type stageStats struct {
 
 // summarise computes a level's latency and transcript figures from its turns.
 func summarise(n int, turns []turnResult) levelStats {
-	st := levelStats{Sessions: n, Turns: len(turns), ErrorsByCode: map[string]int{}, Stages: map[string]stageStats{}}
+	st := levelStats{Sessions: n, Turns: len(turns), ErrorsByCode: map[string]int{}, Stages: map[string]stageStats{},
+		Intervals: map[string]stageStats{}}
+	intervals := map[string][]float64{}
 	var heard, v2v []float64
 	marks := map[string][]float64{}
 	var errWords, refWords int
@@ -119,6 +124,17 @@ func summarise(n int, turns []turnResult) levelStats {
 		for m, ms := range t.Marks {
 			marks[m] = append(marks[m], ms)
 		}
+		prev, prevMs := "", 0.0
+		for _, m := range pipeline.MarkOrder {
+			ms, ok := t.Marks[m]
+			if !ok {
+				continue
+			}
+			if prev != "" && prev != pipeline.MarkSpeechStart {
+				intervals[prev+">"+m] = append(intervals[prev+">"+m], ms-prevMs)
+			}
+			prev, prevMs = m, ms
+		}
 		if t.Ref != "" {
 			e, w := wordErrors(t.Ref, t.Transcript)
 			st.Scored++
@@ -140,6 +156,9 @@ func summarise(n int, turns []turnResult) levelStats {
 			continue
 		}
 		st.Stages[m] = stageStats{P50: pct(v, 50), P95: pct(v, 95)}
+	}
+	for k, v := range intervals {
+		st.Intervals[k] = stageStats{P50: pct(v, 50), P95: pct(v, 95)}
 	}
 	if refWords > 0 {
 		st.WER = round1(100 * float64(errWords) / float64(refWords))

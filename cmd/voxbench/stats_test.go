@@ -174,3 +174,22 @@ func TestRegressions(t *testing.T) {
 		t.Errorf("regressed %d, %d; want 0, 2", levels[0].Regressed, levels[1].Regressed)
 	}
 }
+
+func TestIntervals(t *testing.T) {
+	st := summarise(1, []turnResult{{HeardMs: ms(1), Marks: map[string]float64{
+		"speech_start": -900, "speech_end": 0, "asr_final": 40, "llm_request": 41, "llm_first_token": 60}}})
+	want := map[string]float64{"speech_end>asr_final": 40, "asr_final>llm_request": 1, "llm_request>llm_first_token": 19}
+	if len(st.Intervals) != len(want) {
+		t.Errorf("intervals %v, want %v", st.Intervals, want)
+	}
+	for k, v := range want {
+		if st.Intervals[k].P50 != v {
+			t.Errorf("%s = %v, want %v", k, st.Intervals[k].P50, v)
+		}
+	}
+	var md bytes.Buffer
+	writeMarkdown(&md, finish([]levelStats{st}, 800))
+	if !strings.Contains(md.String(), "| speech_end → asr_final | asr_final → llm_request | llm_request → llm_first_token |") {
+		t.Errorf("markdown:\n%s", md.String())
+	}
+}
