@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 )
 
 // speechLike returns n samples at rate of a 220 Hz tone whose loudness
@@ -49,7 +51,7 @@ func utteranceAudio(rate int) []int16 {
 // queue); one op is one frame. The goal is 0 allocs/op in steady state.
 func BenchmarkAudioInFrame(b *testing.B) {
 	for _, rate := range []int{48000, 16000} {
-		for _, kind := range []string{"silence", "speech"} {
+		for _, kind := range []string{"silence", "speech", "semantic"} {
 			b.Run(kind+"/"+strconv.Itoa(rate), func(b *testing.B) { benchAudioIn(b, kind, rate) })
 		}
 	}
@@ -62,6 +64,11 @@ func benchAudioIn(b *testing.B, kind string, rate int) {
 	a, err := newAudioIn(cfg, nopObserver{}, zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)
+	}
+	if kind == "semantic" { // speech with the end-of-turn check on every frame (a wait never reached)
+		var w endWait
+		w.store(1, time.Hour, 0)
+		a.semantic(&w, endturn.DefaultConfig())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	toASR := make(chan asrCmd, asrQueueFrames)
@@ -83,7 +90,7 @@ func benchAudioIn(b *testing.B, kind string, rate int) {
 	frame := rate * frameMs / 1000
 	// One second of input cycled, so the signal's phase keeps moving.
 	src := make([]int16, rate)
-	if kind == "speech" {
+	if kind != "silence" {
 		src = speechLike(len(src), rate, 0)
 	}
 	for i := 0; i < 100; i++ { // warm up: buffers at size, VAD settled
@@ -98,7 +105,7 @@ func benchAudioIn(b *testing.B, kind string, rate int) {
 	if a.err != nil {
 		b.Fatal(a.err)
 	}
-	if kind == "speech" && !a.vad.InSpeech() {
+	if kind != "silence" && !a.vad.InSpeech() {
 		b.Fatal("the VAD is not in speech: the benchmark measures the wrong path")
 	}
 }
