@@ -30,7 +30,7 @@ func (f *fixedScorer) Score(_ context.Context, _, text string) (float64, error) 
 
 func semanticConfig() Config {
 	cfg := testConfig()
-	cfg.Turn = endturn.Config{Mode: endturn.ModeSemantic, MinSilenceMs: 160, MaxSilenceMs: 1300, Threshold: 0.3}
+	cfg.Turn = endturn.Config{Mode: endturn.ModeSemantic, MinSilenceMs: 160, MaxSilenceMs: 1300, Threshold: 0.3, DoubtMs: 800}
 	return cfg
 }
 

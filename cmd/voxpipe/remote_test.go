@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 )
 
 func TestMissingCredentialsNameTheVariable(t *testing.T) {
@@ -83,6 +85,8 @@ func TestRemoteSecretsNeverLogged(t *testing.T) {
 		{"llm.backend", "openai"}, {"llm.openai.base_url", upstream.URL + "/v1"}, {"llm.openai.api_key_env", "VOXPIPE_TEST_KEY"},
 		{"asr.backend", "openai"}, {"asr.openai.base_url", upstream.URL + "/v1"}, {"asr.openai.api_key_env", "VOXPIPE_TEST_KEY"},
 		{"tts.backend", "openai"}, {"tts.openai.base_url", upstream.URL + "/v1"}, {"tts.openai.api_key_env", "VOXPIPE_TEST_KEY"},
+		// the end-of-turn model is local whatever the backends
+		{"pipeline.turn.model", filepath.Join(testenv.RepoRoot(t), "models", "voxpipe-eou-q8_0.gguf")},
 	} {
 		if err := cfg.Set(kv[0], kv[1], "test"); err != nil {
 			t.Fatal(err)

@@ -163,6 +163,7 @@ type Turn struct {
 	MinSilenceMs int     `yaml:"min_silence_ms"`
 	MaxSilenceMs int     `yaml:"max_silence_ms"`
 	Threshold    float64 `yaml:"threshold"`
+	DoubtMs      int     `yaml:"doubt_ms"`
 	Threads      int     `yaml:"threads"`
 	// Speculative starts the answer on a pause before the turn is committed.
 	Speculative bool `yaml:"speculative"`
@@ -303,8 +304,8 @@ func Default() Config {
 			PlaybackReportTimeout: 500 * time.Millisecond,
 			EarlyStart:            EarlyStartAuto,
 			EarlyStartStableMs:    150,
-			Turn: Turn{Mode: "silence", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 160, MaxSilenceMs: 1300,
-				Threshold: 0.3, Threads: 1, Speculative: true},
+			Turn: Turn{Mode: "semantic", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 160, MaxSilenceMs: 1300,
+				Threshold: 0.3, DoubtMs: 800, Threads: 1, Speculative: true},
 		},
 		ASR: ASR{
 			Backend: "sphinx",

@@ -55,6 +55,7 @@ func (c *Config) Validate() error {
 		v.intRange("pipeline.turn.min_silence_ms", p.Turn.MinSilenceMs, 20, 5000)
 		v.intRange("pipeline.turn.max_silence_ms", p.Turn.MaxSilenceMs, p.Turn.MinSilenceMs, 10000)
 		v.floatRange("pipeline.turn.threshold", p.Turn.Threshold, 0.001, 0.999)
+		v.intRange("pipeline.turn.doubt_ms", p.Turn.DoubtMs, 0, 10000)
 		v.intRange("pipeline.turn.threads", p.Turn.Threads, 1, 64)
 		v.nonEmpty("pipeline.turn.model", p.Turn.Model)
 	}

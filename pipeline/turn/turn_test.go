@@ -13,7 +13,7 @@ import (
 )
 
 func TestWait(t *testing.T) {
-	c := Config{Mode: ModeSemantic, MinSilenceMs: 160, MaxSilenceMs: 1300, Threshold: 0.3}
+	c := Config{Mode: ModeSemantic, MinSilenceMs: 160, MaxSilenceMs: 1300, Threshold: 0.3, DoubtMs: 800}
 	ms := func(s float64) float64 { return float64(c.Wait(s)) / float64(time.Millisecond) }
 	if got := ms(0.9); got != 160 {
 		t.Errorf("confident: %v ms, want 160", got)
@@ -26,6 +26,10 @@ func TestWait(t *testing.T) {
 	}
 	if got := ms(math.NaN()); got != 1300 {
 		t.Errorf("no score: %v ms, want 1300", got)
+	}
+	// One unit of log-odds short: 800 ms more.
+	if got, want := ms(1/(1+math.Exp(1-math.Log(0.3/0.7)))), 960.0; math.Abs(got-want) > 1 {
+		t.Errorf("one unit of log-odds below the threshold: %v ms, want %v", got, want)
 	}
 	prev := ms(0)
 	for s := 0.01; s < 0.3; s += 0.01 {
