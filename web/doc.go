@@ -2,7 +2,10 @@
 // in docs/protocol.md), WebRTC (POST /rtc/offer: Opus both ways, the same
 // events on the "events" data channel), the browser page (/, embedded from
 // web/ui), /healthz, /metrics (Prometheus) and the OpenAI-compatible API
-// mounted under /v1/. Both voice transports share MaxSessions.
+// mounted under /v1/; with Config.Xiaozhi, the ESP32 xiaozhi device endpoints
+// (web/xiaozhi: OTA and the device WebSocket, docs/xiaozhi.md), which check
+// their own device token instead of the API keys. All voice transports share
+// MaxSessions.
 //
 // # Concurrency
 //
