@@ -199,7 +199,7 @@ func (r *Recognizer) transcribe(ctx context.Context, pcm []int16, rate int) (str
 		return "", fmt.Errorf("openai asr: %s: HTTP %d: %s", r.where, resp.StatusCode, msg)
 	}
 	if jerr != nil {
-		return "", fmt.Errorf("openai asr: %s: bad answer: %v", r.where, jerr)
+		return "", fmt.Errorf("openai asr: %s: bad answer: %w", r.where, jerr)
 	}
 	return strings.TrimSpace(out.Text), nil
 }

@@ -30,7 +30,7 @@ import (
 // Environment variables for the credentials.
 const (
 	AppIDEnv = "VOLC_APP_ID"
-	TokenEnv = "VOLC_ACCESS_TOKEN"
+	TokenEnv = "VOLC_ACCESS_TOKEN" //nolint:gosec // the variable's name, not a credential
 )
 
 // DefaultURL is the optimized bidirectional mode (results only when they
@@ -285,6 +285,9 @@ func (s *stream) converseLog(logid *string) (string, error) {
 	h.Set("X-Api-Connect-Id", connID)
 	h.Set("X-Api-Request-Id", newID())
 	conn, resp, err := s.r.dialer.DialContext(s.ctx, cfg.URL, h)
+	if resp != nil {
+		defer resp.Body.Close()
+	}
 	if err != nil {
 		if s.ctx.Err() != nil {
 			return "", nil

@@ -3,6 +3,7 @@ package volc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -167,7 +168,7 @@ func TestCancelEndsStreamWithoutFinal(t *testing.T) {
 
 func TestSampleRate(t *testing.T) {
 	r, _ := New(Config{AppID: "a", Token: "t"})
-	if _, err := r.Start(context.Background(), 8000); err != asr.ErrSampleRate {
+	if _, err := r.Start(context.Background(), 8000); !errors.Is(err, asr.ErrSampleRate) {
 		t.Fatalf("8 kHz: %v", err)
 	}
 }

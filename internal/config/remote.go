@@ -79,18 +79,18 @@ type OpenAITTS struct {
 
 // setRemoteDefaults fills the remote sections of Default().
 func setRemoteDefaults(c *Config) {
-	c.LLM.OpenAI = OpenAILLM{
+	c.LLM.OpenAI = OpenAILLM{ //nolint:gosec // environment variable names, not credentials
 		BaseURL: "http://127.0.0.1:8000/v1", APIKeyEnv: "OPENAI_API_KEY", Headers: map[string]string{},
 		TimeoutConnect: 2 * time.Second, TimeoutFirstToken: 10 * time.Second, TimeoutIdle: 10 * time.Second,
 		Retries: 2, Stream: true,
 	}
 	c.LLM.Ark = Ark{BaseURL: "https://ark.cn-beijing.volces.com/api/v3", TimeoutFirstToken: 10 * time.Second, TimeoutIdle: 10 * time.Second, Retries: 2}
-	c.ASR.Volc = VolcASR{URL: "wss://openspeech.bytedance.com/api/v3/sauc/bigmodel_async", TokenEnv: "VOLC_ACCESS_TOKEN",
+	c.ASR.Volc = VolcASR{URL: "wss://openspeech.bytedance.com/api/v3/sauc/bigmodel_async", TokenEnv: "VOLC_ACCESS_TOKEN", //nolint:gosec // a variable name
 		ResourceID: "volc.bigasr.sauc.duration", PacketMs: 200, Timeout: 10 * time.Second}
-	c.ASR.OpenAI = OpenAIASR{BaseURL: "http://127.0.0.1:8000/v1", Model: "whisper-1", APIKeyEnv: "OPENAI_API_KEY", Timeout: 30 * time.Second}
-	c.TTS.Volc = VolcTTS{URL: "wss://openspeech.bytedance.com/api/v1/tts/ws_binary", TokenEnv: "VOLC_ACCESS_TOKEN",
+	c.ASR.OpenAI = OpenAIASR{BaseURL: "http://127.0.0.1:8000/v1", Model: "whisper-1", APIKeyEnv: "OPENAI_API_KEY", Timeout: 30 * time.Second} //nolint:gosec // a variable name
+	c.TTS.Volc = VolcTTS{URL: "wss://openspeech.bytedance.com/api/v1/tts/ws_binary", TokenEnv: "VOLC_ACCESS_TOKEN",                           //nolint:gosec // a variable name
 		Cluster: "volcano_tts", Voice: "BV001_streaming", Rate: 24000, Speed: 1, Timeout: 10 * time.Second}
-	c.TTS.OpenAI = OpenAITTS{BaseURL: "http://127.0.0.1:8880/v1", Model: "tts-1", Voice: "alloy", APIKeyEnv: "OPENAI_API_KEY",
+	c.TTS.OpenAI = OpenAITTS{BaseURL: "http://127.0.0.1:8880/v1", Model: "tts-1", Voice: "alloy", APIKeyEnv: "OPENAI_API_KEY", //nolint:gosec // a variable name
 		SampleRate: 24000, Speed: 1, Timeout: 10 * time.Second}
 }
 

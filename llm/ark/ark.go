@@ -255,7 +255,7 @@ func describe(err error) error {
 		if reqErr.HTTPStatusCode == http.StatusTooManyRequests {
 			return fmt.Errorf("ark: HTTP 429: %w", llm.ErrBusy)
 		}
-		return fmt.Errorf("ark: HTTP %d: %v", reqErr.HTTPStatusCode, reqErr.Err)
+		return fmt.Errorf("ark: HTTP %d: %w", reqErr.HTTPStatusCode, reqErr.Err)
 	}
 	if strings.HasPrefix(err.Error(), "ark: ") {
 		return err

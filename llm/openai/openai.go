@@ -306,7 +306,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 		}
 		// Back off 100, 200, 400 ms ... (at most 2 s), with jitter.
 		d := min(100*time.Millisecond<<attempt, 2*time.Second)
-		d = d/2 + rand.N(d/2+1)
+		d = d/2 + rand.N(d/2+1) //nolint:gosec // back-off jitter needs no secrecy
 		select {
 		case <-time.After(d):
 		case <-rctx.Done():

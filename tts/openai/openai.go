@@ -112,7 +112,7 @@ func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tt
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if context.Cause(rctx) == errQuiet {
+		if errors.Is(context.Cause(rctx), errQuiet) {
 			return errQuiet
 		}
 		var ue *url.Error
@@ -153,7 +153,7 @@ func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tt
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if !watch.Stop() && context.Cause(rctx) == errQuiet {
+		if !watch.Stop() && errors.Is(context.Cause(rctx), errQuiet) {
 			return errQuiet
 		}
 		defer watch.Reset(s.cfg.Timeout)

@@ -30,7 +30,7 @@ import (
 // Environment variables for the credentials (shared with asr/volc).
 const (
 	AppIDEnv = "VOLC_APP_ID"
-	TokenEnv = "VOLC_ACCESS_TOKEN"
+	TokenEnv = "VOLC_ACCESS_TOKEN" //nolint:gosec // the variable's name, not a credential
 )
 
 // DefaultURL is the v1 streaming endpoint.
@@ -126,6 +126,9 @@ func (s *Synthesizer) synthesize(ctx context.Context, text string, out chan<- tt
 	h := http.Header{}
 	h.Set("Authorization", "Bearer; "+cfg.Token) // with the semicolon [DEMO]
 	conn, resp, err := s.dialer.DialContext(ctx, cfg.URL, h)
+	if resp != nil {
+		defer resp.Body.Close()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
