@@ -134,6 +134,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "doc" {
+		stop := context.AfterFunc(ctx, func() { os.Exit(130) }) // a file job: Ctrl-C ends it at once
+		defer stop()
 		return runDoc(args[1:], stderr)
 	}
 	o, err := parseFlags(args, stderr)
