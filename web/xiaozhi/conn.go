@@ -265,10 +265,10 @@ func (c *conn) hello(m deviceMessage) {
 		return
 	}
 	c.uplink, c.started = up, true
-	c.silenceN = (cfg.VAD.EndSilenceMs + endSilenceMargin + frameDurationMs - 1) / frameDurationMs
-	if cfg.VAD.EndSilenceMs == 0 {
-		c.silenceN = (pipeline.DefaultConfig().VAD.EndSilenceMs + endSilenceMargin + frameDurationMs - 1) / frameDurationMs
-	}
+	// The longest the endpointer may wait: the VAD's end silence, or the
+	// semantic end of turn's ceiling.
+	endMs := max(cfg.VAD.EndSilenceMs, cfg.Turn.MaxSilenceMs, pipeline.DefaultConfig().VAD.EndSilenceMs)
+	c.silenceN = (endMs + endSilenceMargin + frameDurationMs - 1) / frameDurationMs
 	c.extendDeadline()
 	c.log.Info().Int("protocol_version", c.version).Bool("mcp", c.info.MCP).Bool("aec", bool(m.Features.AEC)).
 		Str("client_id", c.info.ClientID).Int("output_rate", c.h.cfg.OutputRate).Msg("xiaozhi session started")
