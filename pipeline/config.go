@@ -71,6 +71,13 @@ type Config struct {
 	// Speculative starts the answer on a pause in semantic mode, before the
 	// commit, and holds its audio (speculate.go).
 	Speculative bool
+
+	// Faults (docs/security.md). LLMStallTimeout fails a turn whose LLM
+	// sends nothing (not its first token, not the next) for this long;
+	// 0 = wait. Apology, when set, is spoken (and sent as answer text)
+	// after a turn's LLM fails or stalls, before its error event.
+	LLMStallTimeout time.Duration
+	Apology         string
 }
 
 // EarlyStart says whether a session prefills on stable partials.

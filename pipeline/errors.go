@@ -17,3 +17,7 @@ var (
 // errLLMClosed is reported (as a backend error) when an llm.Model closes its
 // token channel without a Done or Err token.
 var errLLMClosed = errors.New("llm: stream closed before the answer was done")
+
+// errLLMStalled is reported (as a backend error) when the LLM sends nothing
+// for Config.LLMStallTimeout.
+var errLLMStalled = errors.New("llm: stalled (no token within the stall timeout)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -17,6 +18,8 @@ type llmStage struct {
 	model   llm.Model
 	chunker *chunk.Chunker
 	log     zerolog.Logger
+	stall   time.Duration // 0: no stall timeout
+	apology string        // spoken after a failure; "" = none
 }
 
 func (l *llmStage) run(ctx context.Context, jobs <-chan *turn, toTTS chan<- ttsJob, toHub chan<- llmEvent) error {
@@ -71,13 +74,39 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 		}
 		return true
 	}
+	// fail ends the turn after the chunks already queued (the text still
+	// in the chunker is an unfinished sentence and is not spoken), with the
+	// apology when one is set.
+	fail := func(err error) (string, error) {
+		if l.apology != "" {
+			select {
+			case toHub <- llmEvent{t: t, delta: " " + l.apology}:
+			case <-ctx.Done():
+				return text.String(), nil
+			}
+			text.WriteString(" " + l.apology)
+			cursor = text.Len() - len(l.apology)
+			speak(l.apology, true)
+		} else {
+			speak("", true)
+		}
+		return text.String(), err
+	}
+	resetStall := func() {}
 	tokens, err := safeCall("llm stream", l.log, func() (<-chan llm.Token, error) { return l.model.Stream(t.trace.observer(t.ctx, true), t.req) })
 	if err != nil {
 		if t.ctx.Err() != nil {
 			return "", nil
 		}
-		speak("", true) // a turn without audio still ends (turn_end, trace)
-		return "", fmt.Errorf("llm: start: %w", err)
+		// A turn without an answer still ends (turn_end, trace).
+		return fail(fmt.Errorf("llm: start: %w", err))
+	}
+	var stallC <-chan time.Time
+	if l.stall > 0 {
+		stall := time.NewTimer(l.stall)
+		defer stall.Stop()
+		stallC = stall.C
+		resetStall = func() { stall.Reset(l.stall) }
 	}
 	for {
 		var tok llm.Token
@@ -85,23 +114,22 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 		select {
 		case <-t.ctx.Done():
 			return text.String(), nil
+		case <-stallC:
+			return fail(errLLMStalled)
 		case tok, ok = <-tokens:
+			resetStall()
 		}
 		if !ok {
 			if t.ctx.Err() != nil {
 				return text.String(), nil
 			}
-			speak("", true)
-			return text.String(), errLLMClosed
+			return fail(errLLMClosed)
 		}
 		if tok.Err != nil {
 			if t.ctx.Err() != nil {
 				return text.String(), nil
 			}
-			// End the turn after the chunks already queued; the text still
-			// in the chunker is an unfinished sentence and is not spoken.
-			speak("", true)
-			return text.String(), fmt.Errorf("llm: %w", tok.Err)
+			return fail(fmt.Errorf("llm: %w", tok.Err))
 		}
 		if tok.Text != "" {
 			if first {

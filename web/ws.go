@@ -301,11 +301,7 @@ func (c *conn) writeLoop() {
 				return
 			}
 		case <-c.ctx.Done():
-			if c.srv.maxSessionReached(c.ctx) {
-				w.close(websocket.ClosePolicyViolation, errMaxSession.Error())
-				return
-			}
-			w.close(websocket.CloseGoingAway, "server shutting down")
+			w.ctxEnded()
 			return
 		}
 	}
@@ -404,6 +400,12 @@ func (w *writer) sessionEnded(runErr <-chan error) {
 	case err = <-runErr:
 	default: // no session ran
 	}
+	if w.conn.ctx.Err() != nil {
+		// Shutdown or max_session ended the session: the client is told
+		// which, whichever of the two the writer saw first.
+		w.ctxEnded()
+		return
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		w.conn.log.Warn().Err(err).Msg("session failed")
 		_ = w.event(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: err.Error()})
@@ -411,6 +413,16 @@ func (w *writer) sessionEnded(runErr <-chan error) {
 		return
 	}
 	w.close(websocket.CloseNormalClosure, "")
+}
+
+// ctxEnded closes a connection whose context ended: 1008 at max_session,
+// else 1001 (the server is shutting down).
+func (w *writer) ctxEnded() {
+	if w.conn.srv.maxSessionReached(w.conn.ctx) {
+		w.close(websocket.ClosePolicyViolation, errMaxSession.Error())
+		return
+	}
+	w.close(websocket.CloseGoingAway, "server shutting down")
 }
 
 func (w *writer) close(code int, text string) {

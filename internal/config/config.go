@@ -154,6 +154,10 @@ type Pipeline struct {
 	EarlyStartStableMs int `yaml:"early_start_stable_ms"`
 	// Turn is the end-of-turn detector (pipeline/turn).
 	Turn Turn `yaml:"turn"`
+	// Faults (docs/security.md): an LLM silent this long fails the turn
+	// (0 = wait); Apology is spoken after a turn's LLM fails ("" = none).
+	LLMStallTimeout time.Duration `yaml:"llm_stall_timeout"`
+	Apology         string        `yaml:"apology"`
 }
 
 // Turn decides when the person's turn is over (pipeline/turn.Config).
@@ -306,6 +310,8 @@ func Default() Config {
 			EarlyStartStableMs:    150,
 			Turn: Turn{Mode: "semantic", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 160, MaxSilenceMs: 1300,
 				Threshold: 0.3, DoubtMs: 800, Threads: 1, Speculative: true},
+			LLMStallTimeout: 15 * time.Second,
+			Apology:         "Sorry, something went wrong. Please say that again.",
 		},
 		ASR: ASR{
 			Backend: "sphinx",

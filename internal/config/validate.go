@@ -50,6 +50,8 @@ func (c *Config) Validate() error {
 	v.durRange("pipeline.playback_report_timeout", p.PlaybackReportTimeout, 0, time.Minute)
 	v.oneOf("pipeline.early_start", p.EarlyStart, EarlyStartAuto, EarlyStartOn, EarlyStartOff)
 	v.intRange("pipeline.early_start_stable_ms", p.EarlyStartStableMs, 0, 5000)
+	v.durRange("pipeline.llm_stall_timeout", p.LLMStallTimeout, 0, 10*time.Minute)
+	v.intRange("pipeline.apology (bytes)", len(p.Apology), 0, 200)
 	v.oneOf("pipeline.turn.mode", p.Turn.Mode, "semantic", "silence")
 	if p.Turn.Mode == "semantic" {
 		v.intRange("pipeline.turn.min_silence_ms", p.Turn.MinSilenceMs, 20, 5000)
