@@ -167,3 +167,17 @@ train-eou: train-deps build ## rebuild models/voxpipe-eou-q8_0.gguf (corpus here
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
+
+# Real-speech sets for `voxpipe bench asr` (docs/asr.md): recordings that
+# Debian packages ship, written to build/asrsets (never committed).
+ASR_SET_DEBS := pocketsphinx-testdata asterisk-core-sounds-en asterisk-core-sounds-en-wav \
+	asterisk-core-sounds-en-g722 alsa-utils libspandsp-dev gcc
+.PHONY: asr-sets bench-asr
+asr-sets: ## real-speech ASR sets from Debian packages into build/asrsets
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(ASR_SET_DEBS)"
+	@mkdir -p build
+	gcc -O2 -o build/g722dec cgo/g722dec/g722dec.c -lspandsp
+	$(GO) run ./cmd/voxpipe bench asr-sets --out build/asrsets --g722dec build/g722dec
+
+bench-asr: asr-sets ## WER and final latency of the default config on build/asrsets
+	$(GO) run ./cmd/voxpipe bench asr --dir build/asrsets

@@ -44,5 +44,32 @@ type Result struct {
 	At    time.Time // when the hypothesis was produced
 }
 
+// Sessioner is implemented by recognisers that keep state per conversation
+// (asr/sphinx keeps each session's cepstral mean, the channel estimate that
+// normalises its audio, from one utterance to the next). The pipeline calls
+// NewSession once per session when the Recognizer implements it, starts
+// that session's utterances on the returned Session and closes it when the
+// session ends.
+type Sessioner interface {
+	NewSession(SessionOptions) Session
+}
+
+// SessionOptions describe the audio a session will send.
+type SessionOptions struct {
+	// InputRate is the client's sample rate before the pipeline resamples
+	// it to Start's rate (8000 for telephone audio); 0 when unknown. A
+	// backend may pick settings for the band the audio really carries.
+	InputRate int
+}
+
+// Session is a Recognizer bound to one conversation. Start and Close come
+// from the session's ASR goroutine.
+type Session interface {
+	Recognizer
+	// Close forgets the session's state. Streams still open finish
+	// normally. Idempotent.
+	Close() error
+}
+
 // ErrSampleRate is returned by Start for a sample rate the backend cannot use.
 var ErrSampleRate = errors.New("asr: unsupported sample rate")

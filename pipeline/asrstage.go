@@ -9,11 +9,42 @@ import (
 	"github.com/voxpipe/voxpipe/asr"
 )
 
+// asrBacklogFrames bounds the audio the ASR stage keeps when recognition
+// lags: 60 s of 20 ms frames (1.9 MB at most, allocated only while lagging).
+// Beyond the input queue's 3 s the audio-in stage would drop frames, and the
+// person's words with them (issue 12 saw "today only platforms one and three
+// are used" come back as "today only reforms one and the wheel used" under
+// load); the backlog takes the queue's frames instead and the recogniser
+// catches up after the utterance. Only past 60 s are frames dropped
+// ("asr_backlog_full").
+const asrBacklogFrames = 3000
+
+// asrBacklogAt is the queue length at which the stage moves waiting frames
+// into its backlog (0.6 s behind): below it, frames are decoded straight from
+// audio-in's ring without a copy.
+const asrBacklogAt = asrQueueFrames / 5
+
+// ASRBufferObserver is an optional Observer method: n frames were kept in
+// the ASR stage's backlog because recognition fell behind real time (web's
+// metrics count them as voxpipe_asr_frames_buffered_total).
+type ASRBufferObserver interface {
+	ASRFramesBuffered(n int)
+}
+
 // asrStage owns the utterance's asr.Stream: it is the only goroutine that
 // calls Write and Close (the asr.Stream contract).
 type asrStage struct {
-	rec asr.Recognizer
-	log zerolog.Logger
+	rec       asr.Recognizer
+	log       zerolog.Logger
+	obs       Observer
+	inputRate int // the client's rate, for asr.SessionOptions
+
+	// backlog holds commands taken off the input queue but not yet
+	// handled, in order; frames in it own their pcm (copied from the
+	// ring, whose slots audio-in reuses). free recycles those buffers.
+	backlog []asrCmd
+	head    int
+	free    [][]int16
 
 	stream       asr.Stream
 	results      <-chan asr.Result
@@ -24,7 +55,38 @@ type asrStage struct {
 func (a *asrStage) run(ctx context.Context, in <-chan asrCmd, toHub chan<- asrEvent) error {
 	defer close(toHub)
 	defer a.abort()
+	if s, ok := a.rec.(asr.Sessioner); ok {
+		sess := s.NewSession(asr.SessionOptions{InputRate: a.inputRate})
+		defer sess.Close()
+		a.rec = sess
+	}
 	for {
+		if a.head < len(a.backlog) {
+			// Behind: keep taking what audio-in queued, then work on the
+			// oldest command.
+			a.take(in)
+			c := a.backlog[a.head]
+			a.backlog[a.head] = asrCmd{}
+			a.head++
+			switch {
+			case a.head == len(a.backlog):
+				a.backlog, a.head = a.backlog[:0], 0
+			case a.head >= 512 && 2*a.head >= len(a.backlog):
+				// Still behind: drop the handled half so the slice
+				// stays within the bound.
+				n := copy(a.backlog, a.backlog[a.head:])
+				clear(a.backlog[n:])
+				a.backlog, a.head = a.backlog[:n], 0
+			}
+			err := a.command(ctx, c, toHub)
+			if c.kind == asrFrame {
+				a.free = append(a.free, c.pcm[:cap(c.pcm)])
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -43,7 +105,46 @@ func (a *asrStage) run(ctx context.Context, in <-chan asrCmd, toHub chan<- asrEv
 			if err := a.command(ctx, c, toHub); err != nil {
 				return err
 			}
+			if len(in) >= asrBacklogAt {
+				a.take(in)
+			}
 		}
+	}
+}
+
+// take moves every command waiting in in to the backlog, copying frames
+// out of audio-in's ring. Past asrBacklogFrames, frames are dropped and
+// counted; starts and ends are always kept.
+func (a *asrStage) take(in <-chan asrCmd) {
+	n := 0
+	for {
+		var c asrCmd
+		select {
+		case c = <-in:
+		default:
+			if n > 0 {
+				if o, ok := a.obs.(ASRBufferObserver); ok {
+					o.ASRFramesBuffered(n)
+				}
+			}
+			return
+		}
+		if c.kind == asrFrame {
+			if len(a.backlog)-a.head >= asrBacklogFrames {
+				a.obs.FrameDropped("asr_backlog_full")
+				continue
+			}
+			var buf []int16
+			if k := len(a.free); k > 0 {
+				buf, a.free = a.free[k-1], a.free[:k-1]
+			}
+			if cap(buf) < len(c.pcm) {
+				buf = make([]int16, len(c.pcm))
+			}
+			c.pcm = append(buf[:0], c.pcm...)
+			n++
+		}
+		a.backlog = append(a.backlog, c)
 	}
 }
 

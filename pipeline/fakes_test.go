@@ -30,7 +30,11 @@ type fakeASR struct {
 	minFrames   int
 	// writeGate, when set, makes every Write wait for a value (a slow ASR).
 	writeGate chan struct{}
-	started   int
+	// writeDelay, when set, makes every Write take this long per 20 ms of
+	// audio (a recogniser slower than real time).
+	writeDelay time.Duration
+	started    int
+	written    int // samples written to all streams
 }
 
 func (f *fakeASR) Start(ctx context.Context, sampleRate int) (asr.Stream, error) {
@@ -48,7 +52,7 @@ func (f *fakeASR) Start(ctx context.Context, sampleRate int) (asr.Stream, error)
 	}
 	f.started++
 	return &fakeStream{ctx: ctx, text: text, need: f.minFrames * asrRate * frameMs / 1000,
-		gate: f.writeGate, results: make(chan asr.Result, 4)}, nil
+		gate: f.writeGate, delay: f.writeDelay, rec: f, results: make(chan asr.Result, 4)}, nil
 }
 
 type fakeStream struct {
@@ -59,6 +63,8 @@ type fakeStream struct {
 	partial bool
 	closed  bool
 	gate    chan struct{}
+	delay   time.Duration
+	rec     *fakeASR
 	results chan asr.Result
 }
 
@@ -70,7 +76,13 @@ func (s *fakeStream) Write(pcm []int16) error {
 			return s.ctx.Err()
 		}
 	}
+	if s.delay > 0 {
+		time.Sleep(s.delay * time.Duration(len(pcm)) / time.Duration(asrRate*frameMs/1000))
+	}
 	s.samples += len(pcm)
+	s.rec.mu.Lock()
+	s.rec.written += len(pcm)
+	s.rec.mu.Unlock()
 	if !s.partial && s.samples >= s.need && s.text != "" {
 		s.partial = true
 		select { // partials are dropped rather than block, as the contract says
@@ -244,9 +256,10 @@ func tone(n, rate int, hz float64, amp float64) []int16 {
 
 // recObserver records what the session observed.
 type recObserver struct {
-	mu     sync.Mutex
-	traces []Trace
-	drops  map[string]int
+	mu       sync.Mutex
+	traces   []Trace
+	drops    map[string]int
+	buffered int
 }
 
 func (o *recObserver) TurnTraced(t Trace) {
@@ -262,6 +275,12 @@ func (o *recObserver) FrameDropped(reason string) {
 		o.drops = map[string]int{}
 	}
 	o.drops[reason]++
+}
+
+func (o *recObserver) ASRFramesBuffered(n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buffered += n
 }
 
 func (o *recObserver) snapshot() ([]Trace, map[string]int) {

@@ -419,6 +419,53 @@ func TestSlowASRDropsFrames(t *testing.T) {
 	})
 }
 
+// TestSlowASRLosesNoFrames: a recogniser 1.5x slower than real time falls
+// 4 s behind over 12 s of speech, past the 3 s input queue; every frame
+// still reaches it (the ASR stage's backlog), and the final comes after it
+// catches up.
+func TestSlowASRLosesNoFrames(t *testing.T) {
+	written := func(delay time.Duration) (int, map[string]int, int) {
+		var n, buffered int
+		var drops map[string]int
+		synctest.Test(t, func(t *testing.T) {
+			a, m, s := newBackends([]string{"hello there"}, answer("Hi."))
+			a.writeDelay = delay
+			h := newHarness(t, testConfig(), a, m, s)
+			h.audio(false, 200)
+			for range 40 { // 12 s of syllables: the VAD's floor stays low
+				h.audio(true, 260)
+				h.audio(false, 40)
+			}
+			h.audio(false, h.cfg.VAD.EndSilenceMs+100)
+			h.until("final transcript", func(o Output) bool {
+				return o.Event != nil && o.Event.Type == EventTranscript && o.Event.Final
+			})
+			synctest.Wait()
+			a.mu.Lock()
+			n = a.written
+			t.Logf("delay %v: %d streams, %d samples", delay, a.started, a.written)
+			a.mu.Unlock()
+			_, drops = h.obs.snapshot()
+			h.obs.mu.Lock()
+			buffered = h.obs.buffered
+			h.obs.mu.Unlock()
+			h.close()
+		})
+		return n, drops, buffered
+	}
+	want, _, _ := written(0)
+	have, drops, buffered := written(30 * time.Millisecond)
+	if have != want {
+		t.Errorf("slow recogniser got %d samples, a fast one %d: %d frames lost", have, want, (want-have)/(asrRate*frameMs/1000))
+	}
+	if len(drops) != 0 {
+		t.Errorf("frames dropped: %v", drops)
+	}
+	if buffered == 0 {
+		t.Errorf("no frames counted as buffered although the recogniser lagged 4 s")
+	}
+}
+
 func TestRunEnds(t *testing.T) {
 	for _, how := range []string{"in closed", "stop", "ctx cancelled"} {
 		t.Run(how, func(t *testing.T) {

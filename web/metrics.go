@@ -26,6 +26,7 @@ type Metrics struct {
 	turns          *prometheus.CounterVec
 	activeSessions prometheus.Gauge
 	framesDropped  *prometheus.CounterVec
+	asrBuffered    prometheus.Counter
 	framesRejected *prometheus.CounterVec
 	sessionsRej    *prometheus.CounterVec
 
@@ -38,7 +39,10 @@ type Metrics struct {
 	tracers       []TurnTracer           // told of every turn with its session (OpenTelemetry)
 }
 
-var _ pipeline.Observer = (*Metrics)(nil)
+var (
+	_ pipeline.Observer          = (*Metrics)(nil)
+	_ pipeline.ASRBufferObserver = (*Metrics)(nil)
+)
 
 // latencyBuckets span 5 ms .. ~20 s: endpointing alone is hundreds of ms, a
 // slow LLM's first token can take seconds.
@@ -118,6 +122,11 @@ func NewMetrics() *Metrics {
 		Name: "voxpipe_sessions_rejected_total",
 		Help: "WebSocket sessions refused before or at the upgrade, by reason.",
 	}, []string{"reason"})
+	m.asrBuffered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "voxpipe_asr_frames_buffered_total",
+		Help: "Audio frames kept in a session's ASR backlog because recognition fell behind real time (kept, not dropped).",
+	})
+	m.registry.MustRegister(m.asrBuffered)
 	m.registerCapacity()
 	m.registry.MustRegister(m.voiceToVoice, m.heard, m.promptTokens, m.earlyTokens, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -170,6 +179,10 @@ func (m *Metrics) TurnTraced(tr pipeline.Trace) {
 func (m *Metrics) FrameDropped(reason string) {
 	m.framesDropped.WithLabelValues(reason).Inc()
 }
+
+// ASRFramesBuffered counts frames a session's ASR stage kept in its backlog
+// (pipeline.ASRBufferObserver).
+func (m *Metrics) ASRFramesBuffered(n int) { m.asrBuffered.Add(float64(n)) }
 
 func (m *Metrics) frameRejected(code string) { m.framesRejected.WithLabelValues(code).Inc() }
 

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 )
 
 // SampleRate is the only rate the en-us acoustic model takes; the pipeline
@@ -32,10 +34,28 @@ type Config struct {
 	// instead of hundreds: see DefaultConfig.
 	FirstPassOnly bool
 
-	// PoolSize decoders are created by New and kept warm; Start takes one,
-	// or creates another when none is idle, and the stream's Close returns
-	// it. Up to PoolSize idle decoders are kept, extra ones are freed.
+	// Bestpath runs the lattice best-path pass (-bestpath) at the end of
+	// the utterance. With FirstPassOnly it is the only pass after the
+	// first: a few milliseconds, and better words (see DefaultConfig).
+	Bestpath bool
+
+	// PoolSize decoders are kept ready: New loads one and builds the rest
+	// in the background, and a Start that takes an idle one starts the
+	// build of a replacement. A Start that finds none loads its own.
 	PoolSize int
+
+	// PoolMaxIdle is how many returned decoders are kept idle at most
+	// (at least PoolSize); more are freed.
+	PoolMaxIdle int
+
+	// WarmUp runs a short decode on every new decoder before its first
+	// utterance.
+	WarmUp bool
+
+	// CMNInit is the cepstral mean every decoder and session starts from:
+	// comma-separated numbers, one per cepstral coefficient (13 for en-us),
+	// as pocketsphinx's -cmninit takes them. "" keeps the model's.
+	CMNInit string
 
 	// Args are extra pocketsphinx flags, e.g. {"-beam": "1e-48"}. They
 	// override the flags derived from the fields above.
@@ -110,8 +130,11 @@ func (c Config) validate() error {
 	if rate, ok := c.Args["-samprate"]; ok && rate != "16000" && rate != "16000.0" {
 		return fmt.Errorf("%w: -samprate %s: only %d Hz is supported", ErrConfig, rate, SampleRate)
 	}
-	if c.PoolSize < 0 {
-		return fmt.Errorf("%w: PoolSize %d is negative", ErrConfig, c.PoolSize)
+	if _, err := parseCMN(c.CMNInit); err != nil {
+		return err
+	}
+	if c.PoolSize < 0 || c.PoolMaxIdle < 0 {
+		return fmt.Errorf("%w: PoolSize %d / PoolMaxIdle %d is negative", ErrConfig, c.PoolSize, c.PoolMaxIdle)
 	}
 	if c.ModelDir == "" || c.Dict == "" {
 		return fmt.Errorf("%w: ModelDir and Dict are required", ErrConfig)
@@ -136,6 +159,39 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// parseCMN reads a -cmninit style list; "" gives nil.
+func parseCMN(s string) ([]float32, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	v := make([]float32, len(parts))
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil {
+			return nil, fmt.Errorf("%w: CMNInit value %d %q is not a number", ErrConfig, i+1, p)
+		}
+		v[i] = float32(f)
+	}
+	return v, nil
+}
+
+// ParseArgs splits "-flag value -flag value" into a map for Config.Args.
+func ParseArgs(s string) (map[string]string, error) {
+	f := strings.Fields(s)
+	if len(f)%2 != 0 {
+		return nil, fmt.Errorf("%w: extra flags %q: want -flag value pairs", ErrConfig, s)
+	}
+	m := make(map[string]string, len(f)/2)
+	for i := 0; i < len(f); i += 2 {
+		if !strings.HasPrefix(f[i], "-") {
+			return nil, fmt.Errorf("%w: extra flags: %q is not a -flag", ErrConfig, f[i])
+		}
+		m[f[i]] = f[i+1]
+	}
+	return m, nil
 }
 
 func fileExists(path string) error {
@@ -169,7 +225,10 @@ func (c Config) decoderArgs() []string {
 	}
 	if c.FirstPassOnly {
 		flags["-fwdflat"] = "no"
-		flags["-bestpath"] = "no"
+	}
+	flags["-bestpath"] = "no"
+	if c.Bestpath {
+		flags["-bestpath"] = "yes"
 	}
 	for k, v := range c.Args {
 		flags[k] = v

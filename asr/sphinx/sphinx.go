@@ -11,77 +11,215 @@
 // the stream's mutex serialises the two. The mutex is uncontended on the
 // per-frame path (about 20 ns against 1–9 ms of decoding per 20 ms frame).
 //
-// # Why decoders are reused
+// # The pool
 //
-// Besides the load time, a reused decoder carries its running cepstral mean
-// (CMN) estimate from one utterance to the next, and that is worth a lot:
-// with a fresh decoder for every utterance (CMN starting from the model's
-// -cmninit) WER measured 47.6% on cards (vs 19.0% reused), 36.6% on librivox
-// (vs 26.8%) and 16.1% on flite slt speech (vs 9.9%). So the first utterance
-// on a newly loaded decoder is the least accurate one.
+// New loads one decoder (so a bad flag or model fails there) and fills the
+// pool to PoolSize idle decoders in the background, one build at a time.
+// Every Start that takes the last idle decoders starts another background
+// build, so the next session finds one ready; a Start that finds none loads
+// its own. Returned decoders are kept up to PoolMaxIdle and only freed past
+// that: freeing and rebuilding one per utterance cost a third of the server's
+// CPU at 8 sessions in the previous design.
+//
+// # Cepstral mean (CMN)
+//
+// pocketsphinx normalises every frame by a running estimate of the channel's
+// cepstral mean. The model's starting value (feat.params' -cmninit, which
+// overrides a -cmninit flag) is far from real microphones, so a fresh
+// decoder's first utterance was the least accurate one (cards: 47.6% WER
+// fresh vs 19.0% warm). Three things fix it: CMNInit, a mean measured on real
+// recordings, is written into every new decoder; a warm-up decode runs when
+// a decoder is created; and a Session (asr.Sessioner) carries its own mean
+// from one utterance to the next, so a conversation keeps what it learned of
+// its speaker's channel whichever pooled decoder serves the next utterance.
 package sphinx
 
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/voxpipe/voxpipe/asr"
 	csphinx "github.com/voxpipe/voxpipe/cgo/sphinx"
 )
 
-var _ asr.Recognizer = (*Recognizer)(nil)
+var (
+	_ asr.Recognizer = (*Recognizer)(nil)
+	_ asr.Sessioner  = (*Recognizer)(nil)
+)
 
 // Recognizer hands out streams backed by pooled pocketsphinx decoders.
 type Recognizer struct {
-	args     []string // pocketsphinx flags for every decoder
-	poolSize int
+	args    []string // pocketsphinx flags for every decoder
+	size    int      // idle decoders to keep ready
+	maxIdle int      // idle decoders to keep at most
+	warmUp  bool
+	cmn     []float32 // mean every new decoder and session starts from
 
-	mu     sync.Mutex // guards idle and closed
-	idle   []*csphinx.Decoder
-	closed bool
+	wg sync.WaitGroup // background builds
+
+	mu       sync.Mutex // guards the fields below
+	idle     []*csphinx.Decoder
+	building bool // a background build is running
+	closed   bool
+	built    int // decoders created, for Stats
+}
+
+// Stats is a snapshot of the pool.
+type Stats struct {
+	Idle  int // decoders ready
+	Built int // decoders created since New
 }
 
 // New checks that every model file exists (naming the missing one and the
-// package to install), then loads cfg.PoolSize decoders.
+// package to install), loads one decoder and fills the pool to PoolSize in
+// the background.
 func New(cfg Config) (*Recognizer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	r := &Recognizer{args: cfg.decoderArgs(), poolSize: cfg.PoolSize}
-	for range cfg.PoolSize {
-		d, err := r.newDecoder()
-		if err != nil {
-			_ = r.Close()
-			return nil, err
-		}
-		r.idle = append(r.idle, d)
+	cmn, err := parseCMN(cfg.CMNInit)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.PoolSize == 0 {
-		// Load one decoder anyway so that a bad flag or model fails here,
-		// not at the first utterance.
-		d, err := r.newDecoder()
-		if err != nil {
-			return nil, err
-		}
+	r := &Recognizer{
+		args:    cfg.decoderArgs(),
+		size:    cfg.PoolSize,
+		maxIdle: max(cfg.PoolMaxIdle, cfg.PoolSize),
+		warmUp:  cfg.WarmUp,
+		cmn:     cmn,
+	}
+	d, err := r.newDecoder()
+	if err != nil {
+		return nil, err
+	}
+	if r.cmn == nil {
+		// The model's own starting mean (newDecoder kept it).
+		r.cmn = d.CMN(nil)
+	}
+	r.mu.Lock()
+	if r.size > 0 {
+		r.idle = append(r.idle, d)
+		d = nil
+	}
+	r.refillLocked()
+	r.mu.Unlock()
+	if d != nil {
 		_ = d.Close()
 	}
 	return r, nil
 }
 
+// newDecoder loads a decoder, runs the warm-up decode and sets its starting
+// cepstral mean.
 func (r *Recognizer) newDecoder() (*csphinx.Decoder, error) {
 	d, err := csphinx.NewDecoder(r.args)
 	if err != nil {
 		return nil, fmt.Errorf("sphinx: load decoder: %w", err)
 	}
+	start := r.cmn
+	if start == nil {
+		start = d.CMN(nil) // the model's -cmninit
+	}
+	if r.warmUp {
+		if err := warmUp(d); err != nil {
+			_ = d.Close()
+			return nil, fmt.Errorf("sphinx: warm-up decode: %w", err)
+		}
+	}
+	if len(start) > 0 {
+		if err := d.SetCMN(start); err != nil {
+			_ = d.Close()
+			return nil, fmt.Errorf("sphinx: cmninit: %w", err)
+		}
+	}
+	r.mu.Lock()
+	r.built++
+	r.mu.Unlock()
 	return d, nil
 }
 
+// warmClip is the warm-up decode's audio: 0.6 s of a voiced, vowel-like
+// sound between quiet stretches, enough for the front end and the search to
+// run one whole utterance. What it is recognised as does not matter; its
+// effect on the mean is undone afterwards.
+var warmClip = func() []int16 {
+	const n = SampleRate * 14 / 10
+	pcm := make([]int16, n)
+	seed := uint32(1)
+	for i := range pcm {
+		seed = seed*1664525 + 1013904223
+		noise := float64(int32(seed)>>20) / 8 // about -60 dBFS
+		v := noise
+		if i > SampleRate*4/10 && i < SampleRate {
+			t := float64(i) / SampleRate
+			for h, a := range []float64{1, 0.8, 0.5, 0.6, 0.3, 0.2, 0.15} {
+				v += 1800 * a * math.Sin(2*math.Pi*120*float64(h+1)*t)
+			}
+		}
+		pcm[i] = int16(max(-32768, min(32767, v)))
+	}
+	return pcm
+}()
+
+func warmUp(d *csphinx.Decoder) error {
+	if err := d.StartUtt(); err != nil {
+		return err
+	}
+	const chunk = SampleRate / 50
+	for off := 0; off < len(warmClip); off += chunk {
+		if err := d.ProcessRaw(warmClip[off:min(off+chunk, len(warmClip))]); err != nil {
+			_ = d.EndUtt()
+			return err
+		}
+	}
+	return d.EndUtt()
+}
+
+// refillLocked starts a background build when fewer than size decoders are
+// idle and none is being built. r.mu must be held.
+func (r *Recognizer) refillLocked() {
+	if r.closed || r.building || len(r.idle) >= r.size {
+		return
+	}
+	r.building = true
+	r.wg.Go(func() {
+		for {
+			d, err := r.newDecoder()
+			r.mu.Lock()
+			if err != nil {
+				// The next Start retries, and reports the error if its
+				// own load fails too.
+				r.building = false
+				r.mu.Unlock()
+				return
+			}
+			if r.closed || len(r.idle) >= r.size {
+				r.building = false
+				r.mu.Unlock()
+				r.keepOrFree(d)
+				return
+			}
+			r.idle = append(r.idle, d)
+			if len(r.idle) >= r.size {
+				r.building = false
+				r.mu.Unlock()
+				return
+			}
+			r.mu.Unlock()
+		}
+	})
+}
+
 // Start begins an utterance at sampleRate, which must be 16000 (anything
-// else returns asr.ErrSampleRate). It takes a warm decoder, or loads a new
-// one (0.3–0.5 s with the full LM) when all are in use. Cancelling ctx ends
-// the stream: Results is closed without a final.
+// else returns asr.ErrSampleRate), starting from the recogniser's CMNInit
+// mean. Cancelling ctx ends the stream: Results is closed without a final.
 func (r *Recognizer) Start(ctx context.Context, sampleRate int) (asr.Stream, error) {
+	return r.start(ctx, sampleRate, nil)
+}
+
+func (r *Recognizer) start(ctx context.Context, sampleRate int, sess *Session) (asr.Stream, error) {
 	if sampleRate != SampleRate {
 		return nil, fmt.Errorf("sphinx: %d Hz (want %d): %w", sampleRate, SampleRate, asr.ErrSampleRate)
 	}
@@ -92,37 +230,51 @@ func (r *Recognizer) Start(ctx context.Context, sampleRate int) (asr.Stream, err
 	if err != nil {
 		return nil, err
 	}
+	mean := r.cmn
+	if sess != nil {
+		mean = sess.mean()
+	}
+	if len(mean) > 0 {
+		if err := d.SetCMN(mean); err != nil {
+			r.keepOrFree(d)
+			return nil, fmt.Errorf("sphinx: start: %w", err)
+		}
+	}
 	if err := d.StartUtt(); err != nil {
 		_ = d.Close()
 		return nil, fmt.Errorf("sphinx: start: %w", err)
 	}
-	return newStream(ctx, r, d), nil
+	return newStream(ctx, r, d, sess), nil
 }
 
-// take returns an idle decoder or loads a new one.
+// take returns an idle decoder or loads a new one, and keeps the pool
+// filling in the background either way.
 func (r *Recognizer) take() (*csphinx.Decoder, error) {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("sphinx: start: %w", ErrClosed)
 	}
+	var d *csphinx.Decoder
 	if n := len(r.idle); n > 0 {
-		d := r.idle[n-1]
+		d = r.idle[n-1]
 		r.idle[n-1] = nil
 		r.idle = r.idle[:n-1]
-		r.mu.Unlock()
+	}
+	r.refillLocked()
+	r.mu.Unlock()
+	if d != nil {
 		return d, nil
 	}
-	r.mu.Unlock()
 	// Loading takes long; do it outside the lock.
 	return r.newDecoder()
 }
 
-// release returns a decoder that has no utterance in progress to the pool,
-// or frees it when the pool is full or the Recognizer is closed.
-func (r *Recognizer) release(d *csphinx.Decoder) {
+// keepOrFree returns a decoder that has no utterance in progress to the
+// pool, or frees it when PoolMaxIdle are idle or the Recognizer is closed.
+func (r *Recognizer) keepOrFree(d *csphinx.Decoder) {
 	r.mu.Lock()
-	if !r.closed && len(r.idle) < r.poolSize {
+	if !r.closed && len(r.idle) < r.maxIdle {
 		r.idle = append(r.idle, d)
 		r.mu.Unlock()
 		return
@@ -131,17 +283,89 @@ func (r *Recognizer) release(d *csphinx.Decoder) {
 	_ = d.Close()
 }
 
-// Close frees the idle decoders; decoders of streams still open are freed
-// when those streams end. Start fails with ErrClosed afterwards. Close is
-// idempotent.
+// Stats returns the pool's state.
+func (r *Recognizer) Stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Stats{Idle: len(r.idle), Built: r.built}
+}
+
+// WaitReady blocks until the background fill has stopped (the pool holds
+// PoolSize idle decoders, or a build failed) or ctx ends.
+func (r *Recognizer) WaitReady(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close frees the idle decoders after any background build ends; decoders
+// of streams still open are freed when those streams end. Start fails with
+// ErrClosed afterwards. Close is idempotent.
 func (r *Recognizer) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.wg.Wait()
 	r.mu.Lock()
 	idle := r.idle
 	r.idle = nil
-	r.closed = true
 	r.mu.Unlock()
 	for _, d := range idle {
 		_ = d.Close()
 	}
 	return nil
+}
+
+// NewSession returns a Recognizer for one conversation: its utterances start
+// from the cepstral mean its previous utterance ended with (the first from
+// CMNInit).
+func (r *Recognizer) NewSession(asr.SessionOptions) asr.Session {
+	s := &Session{rec: r}
+	s.cmn = append([]float32(nil), r.cmn...)
+	return s
+}
+
+// Session is one conversation's view of a Recognizer (asr.Session).
+type Session struct {
+	rec *Recognizer
+
+	mu  sync.Mutex // guards cmn: written by a stream's Close or cancel
+	cmn []float32
+}
+
+// Start begins an utterance of this session.
+func (s *Session) Start(ctx context.Context, sampleRate int) (asr.Stream, error) {
+	return s.rec.start(ctx, sampleRate, s)
+}
+
+// Close forgets the session's mean. Idempotent.
+func (s *Session) Close() error { return nil }
+
+// CMN returns the cepstral mean the session's next utterance starts from.
+func (s *Session) CMN() []float32 { return append([]float32(nil), s.mean()...) }
+
+func (s *Session) mean() []float32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmn
+}
+
+// learn keeps the mean a decoder ended an utterance with. It copies into a
+// new slice: start may still hold the old one.
+func (s *Session) learn(d *csphinx.Decoder) {
+	m := d.CMN(make([]float32, 0, len(s.rec.cmn)))
+	if len(m) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.cmn = m
+	s.mu.Unlock()
 }

@@ -20,6 +20,7 @@ const resultsBuffer = 16
 // stream is one utterance on one decoder.
 type stream struct {
 	rec     *Recognizer
+	sess    *Session // nil for Recognizer.Start
 	ctx     context.Context
 	results chan asr.Result
 	stop    func() bool // unregisters the ctx.AfterFunc
@@ -31,9 +32,10 @@ type stream struct {
 	scratch []byte // current hypothesis, reused every Write
 }
 
-func newStream(ctx context.Context, r *Recognizer, d *csphinx.Decoder) *stream {
+func newStream(ctx context.Context, r *Recognizer, d *csphinx.Decoder, sess *Session) *stream {
 	s := &stream{
 		rec:     r,
+		sess:    sess,
 		ctx:     ctx,
 		results: make(chan asr.Result, resultsBuffer),
 		dec:     d,
@@ -98,7 +100,10 @@ func (s *stream) Close() error {
 	}
 	s.results <- asr.Result{Text: d.Hyp(), Final: true, At: time.Now()}
 	close(s.results)
-	s.rec.release(d)
+	if s.sess != nil {
+		s.sess.learn(d)
+	}
+	s.rec.keepOrFree(d)
 	return nil
 }
 
@@ -119,5 +124,5 @@ func (s *stream) cancel() {
 		_ = d.Close()
 		return
 	}
-	s.rec.release(d)
+	s.rec.keepOrFree(d)
 }

@@ -10,6 +10,10 @@ package sphinx
 #include <string.h>
 #include <pocketsphinx.h>
 #include <sphinxbase/err.h>
+#include <sphinxbase/feat.h>
+#include <sphinxbase/cmn.h>
+
+_Static_assert(sizeof(mfcc_t) == sizeof(float), "sphinxbase built with FIXED_POINT");
 
 // vp_err holds the first ERROR/FATAL message logged on this OS thread since
 // the last vp_err_clear. A cgo call runs on one thread from start to end, so
@@ -106,6 +110,29 @@ static vp_hyp_t vp_hyp(ps_decoder_t *ps) {
 		h.len = strlen(t);
 	}
 	return h;
+}
+
+// vp_cmn_len is the length of the decoder's cepstral vector (13 for en-us).
+static int vp_cmn_len(ps_decoder_t *ps) {
+	feat_t *f = ps_get_feat(ps);
+	if (f == NULL || f->cmn_struct == NULL) {
+		return 0;
+	}
+	return f->cmn_struct->veclen;
+}
+
+// vp_cmn_get copies the running cepstral mean into dst (n floats).
+static void vp_cmn_get(ps_decoder_t *ps, float *dst, int n) {
+	cmn_t *c = ps_get_feat(ps)->cmn_struct;
+	int k = n < c->veclen ? n : c->veclen;
+	for (int i = 0; i < k; i++) {
+		dst[i] = c->cmn_mean[i];
+	}
+}
+
+// vp_cmn_set replaces the running mean (and its history) with vec.
+static void vp_cmn_set(ps_decoder_t *ps, const float *vec) {
+	cmn_live_set(ps_get_feat(ps)->cmn_struct, vec);
 }
 */
 import "C"
@@ -255,6 +282,42 @@ func (d *Decoder) EndUtt() error {
 	if C.vp_end(d.ps, d.errBuf, errBufSize) < 0 {
 		return fmt.Errorf("%w: end utterance: %s", ErrDecode, orDefault(takeErr(d.errBuf), "ps_end_utt failed"))
 	}
+	return nil
+}
+
+// CMNLen returns the length of the decoder's cepstral mean vector (13 for
+// the en-us model), 0 after Close.
+func (d *Decoder) CMNLen() int {
+	if d.ps == nil {
+		return 0
+	}
+	return int(C.vp_cmn_len(d.ps))
+}
+
+// CMN appends the decoder's running cepstral mean (the live CMN estimate
+// pocketsphinx subtracts from every frame) to dst.
+func (d *Decoder) CMN(dst []float32) []float32 {
+	n := d.CMNLen()
+	if n == 0 {
+		return dst
+	}
+	start := len(dst)
+	dst = append(dst, make([]float32, n)...)
+	C.vp_cmn_get(d.ps, (*C.float)(unsafe.Pointer(&dst[start])), C.int(n))
+	return dst
+}
+
+// SetCMN replaces the running cepstral mean with vec, which must have
+// CMNLen values. Call it between utterances: the next utterance is
+// normalised from vec on. The estimate keeps adapting from there.
+func (d *Decoder) SetCMN(vec []float32) error {
+	if d.ps == nil {
+		return ErrClosed
+	}
+	if n := d.CMNLen(); len(vec) != n {
+		return fmt.Errorf("%w: CMN vector has %d values, the model's has %d", ErrConfig, len(vec), n)
+	}
+	C.vp_cmn_set(d.ps, (*C.float)(unsafe.Pointer(&vec[0])))
 	return nil
 }
 

@@ -28,3 +28,12 @@ func (d *Decoder) EndUtt() error { return ErrNoCgo }
 
 // Close does nothing.
 func (d *Decoder) Close() error { return nil }
+
+// CMNLen returns 0.
+func (d *Decoder) CMNLen() int { return 0 }
+
+// CMN returns dst unchanged.
+func (d *Decoder) CMN(dst []float32) []float32 { return dst }
+
+// SetCMN returns ErrNoCgo.
+func (d *Decoder) SetCMN(vec []float32) error { return ErrNoCgo }

@@ -175,3 +175,43 @@ func TestAppendHypNoAlloc(t *testing.T) {
 	}
 	_ = d.EndUtt()
 }
+
+// TestCMNGetSet: a new decoder's mean is the model's -cmninit (feat.params
+// wins over a -cmninit flag, which is why SetCMN exists); SetCMN replaces it,
+// an utterance moves it, and a vector of the wrong length is refused.
+func TestCMNGetSet(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef", testData+"/goforward.raw")
+	d, err := NewDecoder(lmArgs("-fwdflat", "no", "-bestpath", "no", "-cmninit", "1,2,3,4,5,6,7,8,9,10,11,12,13"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if n := d.CMNLen(); n != 13 {
+		t.Fatalf("CMNLen %d, want 13", n)
+	}
+	if m := d.CMN(nil); m[0] != 41 {
+		t.Errorf("starting mean %v: want the model's (41.00, -5.29, ...)", m)
+	}
+	want := []float32{30, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if err := d.SetCMN(want); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.CMN(nil); m[0] != 30 || m[12] != 10 {
+		t.Errorf("after SetCMN: %v, want %v", m, want)
+	}
+	if err := d.StartUtt(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.ProcessRaw(readRaw(t, testData+"/goforward.raw")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.EndUtt(); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.CMN(nil); m[0] == 30 {
+		t.Errorf("mean did not move over an utterance: %v", m)
+	}
+	if err := d.SetCMN(want[:3]); !errors.Is(err, ErrConfig) {
+		t.Errorf("3 values: have %v, want ErrConfig", err)
+	}
+}

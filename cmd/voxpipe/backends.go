@@ -136,7 +136,16 @@ func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
 		sc.LM, sc.JSGF, sc.Keywords = s.LM, s.JSGF, s.Keywords
 	}
 	sc.FirstPassOnly = s.FirstPassOnly
+	sc.Bestpath = s.Bestpath
 	sc.PoolSize = s.PoolSize
+	sc.PoolMaxIdle = s.PoolMaxIdle
+	sc.WarmUp = s.WarmUp
+	sc.CMNInit = s.CMNInit
+	args, err := asrsphinx.ParseArgs(s.ExtraArgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	sc.Args = args
 	r, err := asrsphinx.New(sc)
 	if err != nil {
 		return nil, nil, err

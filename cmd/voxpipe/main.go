@@ -2,6 +2,7 @@
 //
 //	voxpipe serve [--config F] [--addr HOST:PORT] [--set key=value ...]
 //	voxpipe llm run|bench|quantize|synth ...
+//	voxpipe bench asr|asr-sets ...
 //	voxpipe version
 package main
 
@@ -13,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -24,7 +26,8 @@ const usage = `usage: voxpipe <command> [flags]
 commands:
   serve     run the voice server (WebSocket /ws, /metrics, /healthz, OpenAI API /v1/)
   llm       the in-process LLM engine's tools (run, bench, quantize, synth)
-  bench     benchmarks of the whole server: bench turns (end of turn, heard latency)
+  bench     benchmarks: bench turns (end of turn, heard latency), bench asr
+            (WER and final latency on WAV sets), bench asr-sets
   knowledge the local knowledge base (index, query)
   eval      score answers: eval answers --file Q.jsonl [--knowledge on|off|both]
   version   print the version
@@ -68,6 +71,9 @@ func run(ctx context.Context, args []string) error {
 	case "llm":
 		return runLLM(ctx, args[1:])
 	case "bench":
+		if len(args) > 1 && strings.HasPrefix(args[1], "asr") {
+			return runBenchASRCommand(ctx, args[1:])
+		}
 		return runBench(ctx, args[1:])
 	case "version", "--version", "-version":
 		fmt.Println(versionString())

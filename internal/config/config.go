@@ -204,7 +204,12 @@ type Sphinx struct {
 	JSGF          string `yaml:"jsgf"`
 	Keywords      string `yaml:"keywords"`
 	FirstPassOnly bool   `yaml:"first_pass_only"`
+	Bestpath      bool   `yaml:"bestpath"`
 	PoolSize      int    `yaml:"pool_size"`
+	PoolMaxIdle   int    `yaml:"pool_max_idle"`
+	WarmUp        bool   `yaml:"warm_up"`
+	CMNInit       string `yaml:"cmninit"`    // comma-separated cepstral mean; "" = the model's
+	ExtraArgs     string `yaml:"extra_args"` // "-flag value ..." passed to pocketsphinx
 }
 
 // LLM selects the language model.

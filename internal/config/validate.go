@@ -74,6 +74,18 @@ func (c *Config) Validate() error {
 		v.fail("asr.sphinx", "set at most one of lm, jsgf and keywords")
 	}
 	v.intRange("asr.sphinx.pool_size", sp.PoolSize, 0, 256)
+	v.intRange("asr.sphinx.pool_max_idle", sp.PoolMaxIdle, 0, 256)
+	if sp.CMNInit != "" {
+		for i, f := range strings.Split(sp.CMNInit, ",") {
+			if _, err := strconv.ParseFloat(strings.TrimSpace(f), 32); err != nil {
+				v.fail("asr.sphinx.cmninit", "value %d (%q) is not a number", i+1, f)
+				break
+			}
+		}
+	}
+	if f := strings.Fields(sp.ExtraArgs); len(f)%2 != 0 || (len(f) > 0 && !strings.HasPrefix(f[0], "-")) {
+		v.fail("asr.sphinx.extra_args", "want \"-flag value\" pairs, got %q", sp.ExtraArgs)
+	}
 
 	rtc := c.Server.RTC
 	if (rtc.UDPPortMin == 0) != (rtc.UDPPortMax == 0) || rtc.UDPPortMin > rtc.UDPPortMax {

@@ -1,0 +1,129 @@
+package sphinx
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/voxpipe/voxpipe/asr"
+)
+
+// TestPoolFillsInBackground: New returns after one decoder; the rest of
+// PoolSize is built in the background, and a warm pool serves sequential
+// utterances without building or freeing any decoder.
+func TestPoolFillsInBackground(t *testing.T) {
+	requireModel(t)
+	requireTestData(t)
+	pcm := loadSet(t, "goforward")[0].pcm
+	cfg := DefaultConfig()
+	cfg.PoolSize, cfg.PoolMaxIdle = 2, 4
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := r.Stats()
+	if st.Idle != 2 || st.Built != 2 {
+		t.Fatalf("after the fill: %+v, want 2 idle, 2 built", st)
+	}
+	for i := range 3 {
+		res, err := decode(context.Background(), r, pcm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.final != "go forward ten meters" {
+			t.Errorf("utterance %d: have %q", i, res.final)
+		}
+	}
+	if err := r.WaitReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// The first Start took one of two idle decoders and started a build to
+	// keep two ready; after that the returned decoder is kept (up to
+	// PoolMaxIdle) and nothing more is built.
+	if st := r.Stats(); st.Built != 3 || st.Idle != 3 {
+		t.Errorf("after 3 sequential utterances: %+v, want 3 built, 3 idle", st)
+	}
+}
+
+// TestPoolMaxIdleFrees: returned decoders beyond PoolMaxIdle are freed.
+func TestPoolMaxIdleFrees(t *testing.T) {
+	requireModel(t)
+	cfg := DefaultConfig()
+	cfg.PoolSize, cfg.PoolMaxIdle = 0, 1
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	a, err := r.Start(ctx, SampleRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := r.Start(ctx, SampleRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = a.Close()
+	_ = b.Close()
+	if st := r.Stats(); st.Idle != 1 {
+		t.Errorf("%+v: want 1 idle (PoolMaxIdle)", st)
+	}
+}
+
+// TestSessionCarriesCMN: a session's next utterance starts from the mean
+// its last one ended with; a new session starts from CMNInit again.
+func TestSessionCarriesCMN(t *testing.T) {
+	requireModel(t)
+	requireTestData(t)
+	pcm := loadSet(t, "goforward")[0].pcm
+	cfg := DefaultConfig()
+	cfg.CMNInit = "40,-5,0,5,2,-4,-1,-2,-5,-2,-6,-1,1"
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	init, _ := parseCMN(cfg.CMNInit)
+	sess := r.NewSession(asr.SessionOptions{InputRate: 16000}).(*Session)
+	if have := sess.CMN(); !slices.Equal(have, init) {
+		t.Fatalf("new session's mean %v, want CMNInit %v", have, init)
+	}
+	res, err := decode(context.Background(), sess, pcm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.final != "go forward ten meters" {
+		t.Errorf("have %q", res.final)
+	}
+	after := sess.CMN()
+	if len(after) != len(init) || slices.Equal(after, init) {
+		t.Errorf("mean after an utterance %v: want 13 values that moved from %v", after, init)
+	}
+	// The decoder the session used goes back to the pool; another session
+	// must not inherit its mean.
+	other := r.NewSession(asr.SessionOptions{}).(*Session)
+	if have := other.CMN(); !slices.Equal(have, init) {
+		t.Errorf("second session starts from %v, want CMNInit", have)
+	}
+	if err := sess.Close(); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCMNInitRejected: a CMNInit of the wrong length or with a non-number
+// fails New with ErrConfig.
+func TestCMNInitRejected(t *testing.T) {
+	requireModel(t)
+	for _, v := range []string{"1,2,3", "40,x"} {
+		cfg := DefaultConfig()
+		cfg.CMNInit = v
+		if _, err := New(cfg); err == nil {
+			t.Errorf("CMNInit %q accepted", v)
+		}
+	}
+}

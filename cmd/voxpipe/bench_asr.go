@@ -1,0 +1,513 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/voxpipe/voxpipe/asr"
+	"github.com/voxpipe/voxpipe/asr/asrtest"
+	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+)
+
+const benchASRUsage = `usage: voxpipe bench asr|asr-sets [flags]
+
+  asr        WER and final-hypothesis latency of the configured recogniser on
+             WAV sets, through the pipeline's streaming path
+  asr-sets   write the real-speech sets from Debian packages (make asr-sets)
+`
+
+// runBenchASRCommand runs `voxpipe bench asr` and `voxpipe bench asr-sets`.
+func runBenchASRCommand(ctx context.Context, args []string) error {
+	switch args[0] {
+	case "asr":
+		return runBenchASR(ctx, args[1:], os.Stdout)
+	case "asr-sets":
+		return runBenchASRSets(args[1:])
+	}
+	fmt.Fprint(os.Stderr, benchASRUsage)
+	return fmt.Errorf("%w: bench: unknown %q", errCommandLine, args[0])
+}
+
+// benchUtt is one recording with its reference.
+type benchUtt struct {
+	id, path, ref string
+}
+
+// benchSet is a folder of recordings (or a TSV's set column).
+type benchSet struct {
+	name    string
+	heldOut bool
+	utts    []benchUtt
+}
+
+// setResult is what one set measured.
+type setResult struct {
+	Set          string    `json:"set"`
+	HeldOut      bool      `json:"held_out"`
+	Utterances   int       `json:"utterances"`
+	Turns        int       `json:"turns"` // VAD endpoints, i.e. asr streams
+	Words        int       `json:"words"`
+	Errors       int       `json:"errors"`
+	WER          float64   `json:"wer"`
+	FinalP50Ms   float64   `json:"final_p50_ms"`
+	FinalP95Ms   float64   `json:"final_p95_ms"`
+	CPUPerAudioS float64   `json:"cpu_per_audio_s"`
+	AudioS       float64   `json:"audio_s"`
+	finals       []float64 // ms
+	cpu          float64
+}
+
+func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench asr", flag.ContinueOnError)
+	cfgPath := fs.String("config", defaultConfigPath, "YAML config (its asr and pipeline.vad sections are used)")
+	var sets setFlags
+	fs.Var(&sets, "set", "override a config key, key=value (repeatable)")
+	dir := fs.String("dir", "", "folder of ID.wav + ID.txt, or of such folders (one set each; heldout-* are held out)")
+	tsv := fs.String("tsv", "", "TSV: wav path, reference, optional set name (heldout-* held out)")
+	rate := fs.Int("rate", 0, "resample every file to this rate first, as a client at that rate would send it (8000, 44100, 48000); 0 = as recorded")
+	only := fs.String("only", "", "comma-separated set names to run (default all)")
+	fresh := fs.Bool("fresh", false, "a new recogniser for every recording: measures a fresh decoder's first utterance")
+	noSession := fs.Bool("no-session", false, "start utterances on the Recognizer itself, not a per-recording asr.Session")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	hyps := fs.Bool("hyp", false, "print every hypothesis next to its reference")
+	cmnOut := fs.Bool("cmn", false, "print the mean cepstrum the tuning recordings ended with (for asr.sphinx.cmninit)")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	if (*dir == "") == (*tsv == "") {
+		return fmt.Errorf("%w: bench asr: give --dir or --tsv", errCommandLine)
+	}
+	if *rate != 0 && !audio.ValidResampleRate(*rate) {
+		return fmt.Errorf("%w: bench asr: --rate %d is not a rate the pipeline takes", errCommandLine, *rate)
+	}
+	cfg, err := loadConfig(*cfgPath, "", sets)
+	if err != nil {
+		return err
+	}
+	var all []benchSet
+	if *dir != "" {
+		all, err = loadSetDir(*dir)
+	} else {
+		all, err = loadSetTSV(*tsv)
+	}
+	if err != nil {
+		return err
+	}
+	if *only != "" {
+		keep := map[string]bool{}
+		for _, n := range strings.Split(*only, ",") {
+			keep[strings.TrimSpace(n)] = true
+		}
+		var sel []benchSet
+		for _, s := range all {
+			if keep[s.name] {
+				sel = append(sel, s)
+			}
+		}
+		all = sel
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("bench asr: %w", errNoSets)
+	}
+	vcfg := pipelineConfig(cfg).VAD
+	vcfg.SampleRate, vcfg.FrameMs = 16000, 20
+
+	b := &asrBench{cfg: cfg, vad: vcfg, rate: *rate, session: !*noSession, hyps: *hyps, out: stdout}
+	if !*fresh {
+		if err := b.open(ctx); err != nil {
+			return err
+		}
+		defer b.close()
+	}
+	var results []*setResult
+	var cmnSum []float64
+	cmnN := 0
+	for _, s := range all {
+		res := &setResult{Set: s.name, HeldOut: s.heldOut}
+		for _, u := range s.utts {
+			if *fresh {
+				if err := b.open(ctx); err != nil {
+					return err
+				}
+			}
+			mean, err := b.decode(ctx, u, res)
+			if *fresh {
+				b.close()
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", u.path, err)
+			}
+			if !s.heldOut && len(mean) > 0 {
+				if cmnSum == nil {
+					cmnSum = make([]float64, len(mean))
+				}
+				for i, v := range mean {
+					cmnSum[i] += float64(v)
+				}
+				cmnN++
+			}
+		}
+		res.finish()
+		results = append(results, res)
+		if !*jsonOut {
+			fmt.Fprintln(os.Stderr, res.line())
+		}
+	}
+	groups := []*setResult{sumResults("TUNING (all)", false, results), sumResults("HELD-OUT (all)", true, results)}
+	if *jsonOut {
+		out := map[string]any{"sets": results, "tuning": groups[0], "held_out": groups[1]}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(stdout, "%-22s %5s %5s %6s %7s %9s %9s %8s\n", "set", "utts", "turns", "words", "WER", "final p50", "final p95", "CPU/s")
+	for _, r := range append(results, groups...) {
+		if r.Utterances > 0 {
+			fmt.Fprintln(stdout, r.line())
+		}
+	}
+	if *cmnOut && cmnN > 0 {
+		parts := make([]string, len(cmnSum))
+		for i, v := range cmnSum {
+			parts[i] = fmt.Sprintf("%.2f", v/float64(cmnN))
+		}
+		fmt.Fprintf(stdout, "cmninit (mean over %d tuning recordings): %s\n", cmnN, strings.Join(parts, ","))
+	}
+	return nil
+}
+
+// asrBench decodes recordings the way a session does (see decode).
+type asrBench struct {
+	cfg     *config.Config
+	vad     audio.VADConfig
+	rate    int
+	session bool
+	hyps    bool
+	out     io.Writer
+
+	rec    asr.Recognizer
+	closer io.Closer
+}
+
+func (b *asrBench) open(ctx context.Context) error {
+	mk, ok := asrBackends[b.cfg.ASR.Backend]
+	if !ok {
+		return fmt.Errorf("bench asr: unknown asr.backend %q", b.cfg.ASR.Backend)
+	}
+	rec, cl, err := mk(b.cfg)
+	if err != nil {
+		return err
+	}
+	b.rec, b.closer = rec, cl
+	// Let a background pool fill finish so it is not counted as decoding.
+	if w, ok := rec.(interface{ WaitReady(context.Context) error }); ok {
+		_ = w.WaitReady(ctx)
+	}
+	return nil
+}
+
+func (b *asrBench) close() {
+	if b.closer != nil {
+		_ = b.closer.Close()
+	}
+	b.rec, b.closer = nil, nil
+}
+
+// decode streams one recording through the pipeline's audio-in chain as
+// pipeline/audioin.go runs it: resample to 16 kHz, 20 ms frames, the VAD;
+// at speech start the VAD's pre-roll opens an asr stream, frames in speech
+// are written to it, and at the VAD's end of speech the stream is closed and
+// its final awaited (that wait is the "final" latency: what the turn waits
+// for after the endpoint). Every turn's final counts, joined, against the
+// reference, as a client counts every turn of a session. The recording is
+// followed by 1 s of near-silence so that its last turn ends. It returns the
+// session's cepstral mean when the backend exposes one.
+func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]float32, error) {
+	wav, err := readWAV(u.path)
+	if err != nil {
+		return nil, err
+	}
+	pcm, inRate := wav.Mono(), wav.SampleRate
+	if b.rate != 0 && b.rate != inRate {
+		rs, err := audio.NewResampler(inRate, b.rate)
+		if err != nil {
+			return nil, err
+		}
+		pcm = rs.Flush(rs.Process(nil, pcm))
+		inRate = b.rate
+	}
+	rec := b.rec
+	var sess asr.Session
+	if s, ok := rec.(asr.Sessioner); ok && b.session {
+		sess = s.NewSession(asr.SessionOptions{InputRate: inRate})
+		defer sess.Close()
+		rec = sess
+	}
+	// 1 s of ±2 LSB noise: the speaker has stopped.
+	tail := make([]int16, inRate)
+	seed := uint32(7)
+	for i := range tail {
+		seed = seed*1664525 + 1013904223
+		tail[i] = int16(seed>>30) - 2
+	}
+	pcm = append(append([]int16(nil), pcm...), tail...)
+	res.AudioS += float64(len(pcm)) / float64(inRate)
+
+	var rs *audio.Resampler
+	if inRate != 16000 {
+		if rs, err = audio.NewResampler(inRate, 16000); err != nil {
+			return nil, err
+		}
+	}
+	vad, err := audio.NewVAD(b.vad)
+	if err != nil {
+		return nil, err
+	}
+	framer := audio.NewFramer(16000 * 20 / 1000)
+	var (
+		st      asr.Stream
+		finals  []string
+		failure error
+	)
+	drain := func() {
+		for {
+			select {
+			case _, ok := <-st.Results():
+				if !ok {
+					return
+				}
+			default:
+				return
+			}
+		}
+	}
+	end := func() {
+		if st == nil {
+			return
+		}
+		t0 := time.Now()
+		if err := st.Close(); err != nil && failure == nil {
+			failure = err
+		}
+		for r := range st.Results() {
+			if r.Final {
+				res.finals = append(res.finals, float64(time.Since(t0))/float64(time.Millisecond))
+				if t := strings.TrimSpace(r.Text); t != "" {
+					finals = append(finals, t)
+				}
+			}
+		}
+		res.Turns++
+		st = nil
+	}
+	emit := func(frame []int16) {
+		if failure != nil {
+			return
+		}
+		switch vad.Process(frame) {
+		case audio.VADSpeechStart:
+			end()
+			s, err := rec.Start(ctx, 16000)
+			if err != nil {
+				failure = err
+				return
+			}
+			st = s
+			if err := st.Write(vad.PreRoll(nil)); err != nil {
+				failure = err
+			}
+			drain()
+		case audio.VADSpeechEnd:
+			end()
+		default:
+			if st == nil || !vad.InSpeech() {
+				return
+			}
+			if err := st.Write(frame); err != nil {
+				failure = err
+			}
+			drain()
+		}
+	}
+	cpu0 := cpuSeconds()
+	chunk := inRate / 50
+	var buf []int16
+	for off := 0; off < len(pcm) && failure == nil; off += chunk {
+		in := pcm[off:min(off+chunk, len(pcm))]
+		if rs != nil {
+			buf = rs.Process(buf[:0], in)
+			in = buf
+		}
+		framer.Write(in, emit)
+	}
+	end()
+	res.cpu += cpuSeconds() - cpu0
+	if failure != nil {
+		return nil, failure
+	}
+	hyp := strings.Join(finals, " ")
+	ref := asrtest.Words(u.ref)
+	e, n := asrtest.WER(ref, asrtest.Words(hyp))
+	res.Utterances++
+	res.Words += n
+	res.Errors += e
+	if b.hyps {
+		fmt.Fprintf(b.out, "%s/%s\terrors %d/%d\n\tref: %s\n\thyp: %s\n", res.Set, u.id, e, n, strings.Join(ref, " "), hyp)
+	}
+	if m, ok := sess.(interface{ CMN() []float32 }); ok {
+		return m.CMN(), nil
+	}
+	return nil, nil
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+func (r *setResult) finish() {
+	if r.Words > 0 {
+		r.WER = float64(r.Errors) / float64(r.Words)
+	}
+	if r.AudioS > 0 {
+		r.CPUPerAudioS = r.cpu / r.AudioS
+	}
+	sort.Float64s(r.finals)
+	r.FinalP50Ms = pctSorted(r.finals, 0.50)
+	r.FinalP95Ms = pctSorted(r.finals, 0.95)
+}
+
+// pctSorted is the p quantile of an ascending slice (0 when empty).
+func pctSorted(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
+}
+
+func sumResults(name string, heldOut bool, rs []*setResult) *setResult {
+	t := &setResult{Set: name, HeldOut: heldOut}
+	for _, r := range rs {
+		if r.HeldOut != heldOut {
+			continue
+		}
+		t.Utterances += r.Utterances
+		t.Turns += r.Turns
+		t.Words += r.Words
+		t.Errors += r.Errors
+		t.AudioS += r.AudioS
+		t.cpu += r.cpu
+		t.finals = append(t.finals, r.finals...)
+	}
+	t.finish()
+	return t
+}
+
+func (r *setResult) line() string {
+	return fmt.Sprintf("%-22s %5d %5d %6d %6.1f%% %6.0f ms %6.0f ms %8.3f", r.Set, r.Utterances, r.Turns, r.Words,
+		100*r.WER, r.FinalP50Ms, r.FinalP95Ms, r.CPUPerAudioS)
+}
+
+// loadSetDir reads D/ID.wav + D/ID.txt as one set, or every sub-folder of
+// D holding such pairs as a set of its own.
+func loadSetDir(dir string) ([]benchSet, error) {
+	own, err := readSetFolder(dir, filepath.Base(filepath.Clean(dir)))
+	if err != nil {
+		return nil, err
+	}
+	if len(own.utts) > 0 {
+		return []benchSet{own}, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var sets []benchSet
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		s, err := readSetFolder(filepath.Join(dir, e.Name()), e.Name())
+		if err != nil {
+			return nil, err
+		}
+		if len(s.utts) > 0 {
+			sets = append(sets, s)
+		}
+	}
+	if len(sets) == 0 {
+		return nil, fmt.Errorf("bench asr: %s: %w (want ID.wav + ID.txt; make asr-sets writes build/asrsets)", dir, errNoSets)
+	}
+	return sets, nil
+}
+
+func readSetFolder(dir, name string) (benchSet, error) {
+	s := benchSet{name: name, heldOut: strings.HasPrefix(name, heldOutPrefix)}
+	wavs, err := filepath.Glob(filepath.Join(dir, "*.wav"))
+	if err != nil {
+		return s, err
+	}
+	sort.Strings(wavs)
+	for _, w := range wavs {
+		id := strings.TrimSuffix(filepath.Base(w), ".wav")
+		ref, err := os.ReadFile(strings.TrimSuffix(w, ".wav") + ".txt")
+		if err != nil {
+			continue // a WAV without a reference is not part of the set
+		}
+		s.utts = append(s.utts, benchUtt{id: id, path: w, ref: strings.TrimSpace(string(ref))})
+	}
+	return s, nil
+}
+
+// loadSetTSV reads "wav<TAB>reference[<TAB>set]" lines; relative paths are
+// relative to the TSV's folder.
+func loadSetTSV(path string) ([]benchSet, error) {
+	lines, err := readLines(path)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*benchSet{}
+	var order []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "#") {
+			continue
+		}
+		f := strings.Split(l, "\t")
+		if len(f) < 2 {
+			return nil, fmt.Errorf("%s:%d: want wav<TAB>reference[<TAB>set]", path, i+1)
+		}
+		name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		if len(f) > 2 && strings.TrimSpace(f[2]) != "" {
+			name = strings.TrimSpace(f[2])
+		}
+		s := byName[name]
+		if s == nil {
+			s = &benchSet{name: name, heldOut: strings.HasPrefix(name, heldOutPrefix)}
+			byName[name] = s
+			order = append(order, name)
+		}
+		wav := f[0]
+		if !filepath.IsAbs(wav) {
+			wav = filepath.Join(filepath.Dir(path), wav)
+		}
+		s.utts = append(s.utts, benchUtt{id: strings.TrimSuffix(filepath.Base(wav), ".wav"), path: wav, ref: f[1]})
+	}
+	sets := make([]benchSet, 0, len(order))
+	for _, n := range order {
+		sets = append(sets, *byName[n])
+	}
+	return sets, nil
+}
