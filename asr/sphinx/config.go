@@ -57,6 +57,12 @@ type Config struct {
 	// as pocketsphinx's -cmninit takes them. "" keeps the model's.
 	CMNInit string
 
+	// NarrowbandCMNInit is the starting mean for sessions whose client
+	// sends 8 kHz or less (telephone audio, upsampled by the pipeline): the
+	// missing upper band shifts the cepstral mean a long way from
+	// wideband speech's. "" uses CMNInit.
+	NarrowbandCMNInit string
+
 	// Args are extra pocketsphinx flags, e.g. {"-beam": "1e-48"}. They
 	// override the flags derived from the fields above.
 	Args map[string]string
@@ -99,6 +105,7 @@ func DefaultConfig() Config {
 		LM:            filepath.Join(debianModelRoot, "en-us.lm.bin"),
 		FirstPassOnly: true,
 		PoolSize:      1,
+		WarmUp:        true,
 	}
 }
 
@@ -130,8 +137,10 @@ func (c Config) validate() error {
 	if rate, ok := c.Args["-samprate"]; ok && rate != "16000" && rate != "16000.0" {
 		return fmt.Errorf("%w: -samprate %s: only %d Hz is supported", ErrConfig, rate, SampleRate)
 	}
-	if _, err := parseCMN(c.CMNInit); err != nil {
-		return err
+	for _, v := range []string{c.CMNInit, c.NarrowbandCMNInit} {
+		if _, err := parseCMN(v); err != nil {
+			return err
+		}
 	}
 	if c.PoolSize < 0 || c.PoolMaxIdle < 0 {
 		return fmt.Errorf("%w: PoolSize %d / PoolMaxIdle %d is negative", ErrConfig, c.PoolSize, c.PoolMaxIdle)

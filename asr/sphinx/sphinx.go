@@ -56,6 +56,7 @@ type Recognizer struct {
 	maxIdle int      // idle decoders to keep at most
 	warmUp  bool
 	cmn     []float32 // mean every new decoder and session starts from
+	cmnNB   []float32 // mean narrowband sessions start from (nil: cmn)
 
 	wg sync.WaitGroup // background builds
 
@@ -83,12 +84,17 @@ func New(cfg Config) (*Recognizer, error) {
 	if err != nil {
 		return nil, err
 	}
+	cmnNB, err := parseCMN(cfg.NarrowbandCMNInit)
+	if err != nil {
+		return nil, err
+	}
 	r := &Recognizer{
 		args:    cfg.decoderArgs(),
 		size:    cfg.PoolSize,
 		maxIdle: max(cfg.PoolMaxIdle, cfg.PoolSize),
 		warmUp:  cfg.WarmUp,
 		cmn:     cmn,
+		cmnNB:   cmnNB,
 	}
 	d, err := r.newDecoder()
 	if err != nil {
@@ -97,6 +103,10 @@ func New(cfg Config) (*Recognizer, error) {
 	if r.cmn == nil {
 		// The model's own starting mean (newDecoder kept it).
 		r.cmn = d.CMN(nil)
+	}
+	if r.cmnNB != nil && len(r.cmnNB) != len(r.cmn) {
+		_ = d.Close()
+		return nil, fmt.Errorf("%w: NarrowbandCMNInit has %d values, the model's mean %d", ErrConfig, len(r.cmnNB), len(r.cmn))
 	}
 	r.mu.Lock()
 	if r.size > 0 {
@@ -326,11 +336,13 @@ func (r *Recognizer) Close() error {
 
 // NewSession returns a Recognizer for one conversation: its utterances start
 // from the cepstral mean its previous utterance ended with (the first from
-// CMNInit).
-func (r *Recognizer) NewSession(asr.SessionOptions) asr.Session {
-	s := &Session{rec: r}
-	s.cmn = append([]float32(nil), r.cmn...)
-	return s
+// CMNInit, or NarrowbandCMNInit for a client at 8 kHz or less).
+func (r *Recognizer) NewSession(opts asr.SessionOptions) asr.Session {
+	start := r.cmn
+	if opts.InputRate > 0 && opts.InputRate <= 8000 && r.cmnNB != nil {
+		start = r.cmnNB
+	}
+	return &Session{rec: r, cmn: append([]float32(nil), start...)}
 }
 
 // Session is one conversation's view of a Recognizer (asr.Session).

@@ -141,6 +141,7 @@ func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
 	sc.PoolMaxIdle = s.PoolMaxIdle
 	sc.WarmUp = s.WarmUp
 	sc.CMNInit = s.CMNInit
+	sc.NarrowbandCMNInit = s.CMNInit8k
 	args, err := asrsphinx.ParseArgs(s.ExtraArgs)
 	if err != nil {
 		return nil, nil, err

@@ -209,6 +209,7 @@ type Sphinx struct {
 	PoolMaxIdle   int    `yaml:"pool_max_idle"`
 	WarmUp        bool   `yaml:"warm_up"`
 	CMNInit       string `yaml:"cmninit"`    // comma-separated cepstral mean; "" = the model's
+	CMNInit8k     string `yaml:"cmninit_8k"` // the same for clients at 8 kHz or less; "" = cmninit
 	ExtraArgs     string `yaml:"extra_args"` // "-flag value ..." passed to pocketsphinx
 }
 
@@ -320,7 +321,8 @@ func Default() Config {
 		},
 		ASR: ASR{
 			Backend: "sphinx",
-			Sphinx:  Sphinx{FirstPassOnly: true, PoolSize: 1},
+			Sphinx: Sphinx{FirstPassOnly: true, PoolSize: 2, PoolMaxIdle: 8, WarmUp: true,
+				CMNInit: "45.85,-1.85,2.51,7.13,1.15,-1.18,-2.50,0.54,-1.82,-1.05,-4.48,-1.63,1.76"},
 		},
 		LLM: LLM{
 			Backend: "engine",

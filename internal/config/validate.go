@@ -75,10 +75,14 @@ func (c *Config) Validate() error {
 	}
 	v.intRange("asr.sphinx.pool_size", sp.PoolSize, 0, 256)
 	v.intRange("asr.sphinx.pool_max_idle", sp.PoolMaxIdle, 0, 256)
-	if sp.CMNInit != "" {
-		for i, f := range strings.Split(sp.CMNInit, ",") {
+	for _, kv := range [][2]string{{"asr.sphinx.cmninit", sp.CMNInit}, {"asr.sphinx.cmninit_8k", sp.CMNInit8k}} {
+		key, val := kv[0], kv[1]
+		if val == "" {
+			continue
+		}
+		for i, f := range strings.Split(val, ",") {
 			if _, err := strconv.ParseFloat(strings.TrimSpace(f), 32); err != nil {
-				v.fail("asr.sphinx.cmninit", "value %d (%q) is not a number", i+1, f)
+				v.fail(key, "value %d (%q) is not a number", i+1, f)
 				break
 			}
 		}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	csphinx "github.com/voxpipe/voxpipe/cgo/sphinx"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+)
+
+// TestBenchASR runs `voxpipe bench asr` on pocketsphinx-testdata's
+// goforward, as a tuning set and, resampled by the bench to 8 kHz, as a
+// held-out one: it must find one turn, the right words and a latency.
+func TestBenchASR(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(psTestData, "goforward.raw"))
+	if err != nil {
+		t.Skipf("requires pocketsphinx-testdata: %v", err)
+	}
+	if d, err := csphinx.NewDecoder([]string{"-no_such_flag", "x"}); errors.Is(err, csphinx.ErrNoCgo) {
+		t.Skip("requires cgo: pocketsphinx unavailable")
+	} else if err == nil {
+		_ = d.Close()
+	}
+	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {
+		t.Skipf("requires pocketsphinx-en-us: %v", err)
+	}
+	pcm := make([]int16, len(raw)/2)
+	for i := range pcm {
+		pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
+	}
+	dir := t.TempDir()
+	for _, set := range []string{"tune", "heldout-x"} {
+		if err := os.MkdirAll(filepath.Join(dir, set), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		if err := audio.EncodeWAV(&b, pcm, 16000, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, set, "gf.wav"), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, set, "gf.txt"), []byte("Go forward ten meters.\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(filepath.Join("..", ".."))
+	var out bytes.Buffer
+	if err := runBenchASR(context.Background(), []string{"--dir", dir, "--json", "--set", "asr.sphinx.pool_size=1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Sets    []setResult `json:"sets"`
+		Tuning  setResult   `json:"tuning"`
+		HeldOut setResult   `json:"held_out"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(res.Sets) != 2 || res.Tuning.Utterances != 1 || res.HeldOut.Utterances != 1 {
+		t.Fatalf("sets %+v", res)
+	}
+	for _, r := range []setResult{res.Tuning, res.HeldOut} {
+		if r.Turns != 1 || r.Words != 4 || r.Errors != 0 || r.FinalP50Ms <= 0 || r.CPUPerAudioS <= 0 {
+			t.Errorf("%s: %+v, want 1 turn, 0 errors in 4 words, a latency and a CPU cost", r.Set, r)
+		}
+	}
+	if err := runBenchASR(context.Background(), []string{"--dir", dir, "--rate", "7"}, &out); err == nil {
+		t.Error("--rate 7 accepted")
+	}
+}
