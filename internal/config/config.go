@@ -321,7 +321,7 @@ func Default() Config {
 		},
 		ASR: ASR{
 			Backend: "sphinx",
-			Sphinx: Sphinx{FirstPassOnly: true, PoolSize: 2, PoolMaxIdle: 8, WarmUp: true,
+			Sphinx: Sphinx{FirstPassOnly: true, Bestpath: true, PoolSize: 2, PoolMaxIdle: 8, WarmUp: true,
 				CMNInit: "45.85,-1.85,2.51,7.13,1.15,-1.18,-2.50,0.54,-1.82,-1.05,-4.48,-1.63,1.76"},
 		},
 		LLM: LLM{
