@@ -304,14 +304,14 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 		if st == nil {
 			return
 		}
-		t0, c0 := time.Now(), threadCPU()
+		t0, c0 := time.Now(), benchThreadCPU()
 		if err := st.Close(); err != nil && failure == nil {
 			failure = err
 		}
 		for r := range st.Results() {
 			if r.Final {
 				res.finals = append(res.finals, float64(time.Since(t0))/float64(time.Millisecond))
-				res.finalsCPU = append(res.finalsCPU, float64(threadCPU()-c0)/float64(time.Millisecond))
+				res.finalsCPU = append(res.finalsCPU, float64(benchThreadCPU()-c0)/float64(time.Millisecond))
 				if t := strings.TrimSpace(r.Text); t != "" {
 					finals = append(finals, t)
 				}
@@ -392,8 +392,8 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
-// threadCPU is the calling thread's CPU time.
-func threadCPU() time.Duration {
+// benchThreadCPU is the calling thread's CPU time.
+func benchThreadCPU() time.Duration {
 	var ru unix.Rusage
 	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
 		return 0
