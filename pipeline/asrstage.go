@@ -152,7 +152,7 @@ func (a *asrStage) command(ctx context.Context, c asrCmd, toHub chan<- asrEvent)
 	switch c.kind {
 	case asrStart:
 		a.abort() // a stream left open by a lost end; cannot happen, costs nothing
-		st, err := safeCall("asr start", a.log, func() (asr.Stream, error) { return a.rec.Start(ctx, asrRate) })
+		st, err := safeCall(ctx, "asr start", a.log, func(ctx context.Context) (asr.Stream, error) { return a.rec.Start(ctx, asrRate) })
 		if err != nil {
 			return a.fail(ctx, toHub, fmt.Errorf("asr: start: %w", err))
 		}

@@ -93,7 +93,7 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 		return text.String(), err
 	}
 	resetStall := func() {}
-	tokens, err := safeCall("llm stream", l.log, func() (<-chan llm.Token, error) { return l.model.Stream(t.trace.observer(t.ctx, true), t.req) })
+	tokens, err := safeCall(t.trace.observer(t.ctx, true), "llm stream", l.log, func(ctx context.Context) (<-chan llm.Token, error) { return l.model.Stream(ctx, t.req) }) //nolint:contextcheck // t.ctx is the turn's, a child of ctx made by the hub
 	if err != nil {
 		if t.ctx.Err() != nil {
 			return "", nil

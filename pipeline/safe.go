@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -33,11 +34,11 @@ func guard(stage string, log zerolog.Logger, run func() error) func() error {
 
 // safeCall runs one backend call, turning a panic into its error: the
 // caller fails the turn as for any backend error, and the session goes on.
-func safeCall[T any](what string, log zerolog.Logger, call func() (T, error)) (v T, err error) {
+func safeCall[T any](ctx context.Context, what string, log zerolog.Logger, call func(context.Context) (T, error)) (v T, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = panicError(what, p, log)
 		}
 	}()
-	return call()
+	return call(ctx)
 }

@@ -63,7 +63,9 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 			if err := sendCtx(ctx, calls, ttsCall{kind: callBegin, job: job}); err != nil {
 				return err
 			}
-			_, err := safeCall("tts synthesize", s.log, func() (struct{}, error) { return struct{}{}, s.synth.Synthesize(t.ctx, job.text, pcm) })
+			_, err := safeCall(t.ctx, "tts synthesize", s.log, func(ctx context.Context) (struct{}, error) { //nolint:contextcheck // t.ctx is the turn's, a child of ctx made by the hub
+				return struct{}{}, s.synth.Synthesize(ctx, job.text, pcm)
+			})
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

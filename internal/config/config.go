@@ -291,7 +291,7 @@ func Default() Config {
 			ReadTimeout:    10 * time.Second,
 			IdleTimeout:    30 * time.Second,
 			RTC:            RTC{ICEServers: []ICEServer{}, ConnectTimeout: 20 * time.Second, FailedTimeout: 15 * time.Second},
-			Auth:           Auth{APIKeysEnv: "VOXPIPE_API_KEYS", TokenTTL: 5 * time.Minute},
+			Auth:           Auth{APIKeysEnv: "VOXPIPE_API_KEYS", TokenTTL: 5 * time.Minute}, //nolint:gosec // G101: the variable's name, not a key
 			AllowedOrigins: []string{},
 			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second},
 			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
