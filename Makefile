@@ -50,7 +50,7 @@ browser-deps: ## npm packages of the browser test (playwright-core; Chromium com
 		|| echo "warning: npm ci failed; the browser tests will skip"; \
 	fi
 
-test: deps browser-deps ## go vet, then every test with the race detector
+test: deps browser-deps lint ## golangci-lint, go vet, then every test with the race detector
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 

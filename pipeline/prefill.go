@@ -49,7 +49,7 @@ func (p *prefillStage) run(ctx context.Context, jobs <-chan *prefillJob) error {
 			if !ok {
 				return nil
 			}
-			p.prefill(j)
+			p.prefill(j) //nolint:contextcheck // each job carries its turn's context
 		}
 	}
 }

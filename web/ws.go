@@ -289,7 +289,6 @@ func (c *conn) writeLoop() {
 			}
 		case o, ok := <-out:
 			if !ok {
-				out = nil
 				w.sessionEnded(c.runErr)
 				return
 			}

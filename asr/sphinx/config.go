@@ -209,7 +209,7 @@ func fileExists(path string) error {
 	case errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w: %s (install it: %s)", ErrModelMissing, path, installHint)
 	case err != nil:
-		return fmt.Errorf("%w: %s: %v", ErrModelMissing, path, err)
+		return fmt.Errorf("%w: %s: %w", ErrModelMissing, path, err)
 	case st.IsDir():
 		return fmt.Errorf("%w: %s is a directory, want a file", ErrModelMissing, path)
 	}

@@ -347,7 +347,7 @@ func takeErr(buf *C.char) string {
 		}
 	}
 	// House style is lower-case messages; pocketsphinx capitalises its own.
-	if len(msg) > 1 && msg[0] >= 'A' && msg[0] <= 'Z' && !(msg[1] >= 'A' && msg[1] <= 'Z') {
+	if len(msg) > 1 && msg[0] >= 'A' && msg[0] <= 'Z' && (msg[1] < 'A' || msg[1] > 'Z') {
 		msg = string(msg[0]+'a'-'A') + msg[1:]
 	}
 	return msg

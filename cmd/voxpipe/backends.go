@@ -80,8 +80,7 @@ func openBackends(c *config.Config) (pipeline.Backends, []io.Closer, error) {
 	}
 	var closers []io.Closer
 	fail := func(err error) (pipeline.Backends, []io.Closer, error) {
-		closeAll(closers)
-		return pipeline.Backends{}, nil, err
+		return pipeline.Backends{}, nil, errors.Join(err, closeAll(closers))
 	}
 	var be pipeline.Backends
 	model, cl, err := llmBackends[c.LLM.Backend](c)

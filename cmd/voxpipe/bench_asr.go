@@ -31,6 +31,10 @@ const benchASRUsage = `usage: voxpipe bench asr|asr-sets [flags]
 
 // runBenchASRCommand runs `voxpipe bench asr` and `voxpipe bench asr-sets`.
 func runBenchASRCommand(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, benchASRUsage)
+		return fmt.Errorf("%w: bench: which bench?", errCommandLine)
+	}
 	switch args[0] {
 	case "asr":
 		return runBenchASR(ctx, args[1:], os.Stdout)

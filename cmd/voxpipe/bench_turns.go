@@ -140,7 +140,7 @@ func runBench(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer closeAll(closers)
+	defer func() { _ = closeAll(closers) }()
 
 	items, err := benchCorpus(ctx, *seed, *only, *limit)
 	if err != nil {
@@ -156,7 +156,7 @@ func runBench(ctx context.Context, args []string) error {
 		if *port > 0 {
 			addr = fmt.Sprintf("127.0.0.1:%d", *port+k)
 		}
-		url, stop, err := benchServer(c, be, addr, log)
+		url, stop, err := benchServer(c, be, addr, log) //nolint:contextcheck // the server lives until stop(), not the caller's context
 		if err != nil {
 			return err
 		}
@@ -238,12 +238,12 @@ func benchServer(c *config.Config, be pipeline.Backends, addr string, log zerolo
 	if err != nil {
 		return "", nil, err
 	}
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return "", nil, err
 	}
 	srv := &http.Server{Handler: ws.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }() // ends with ErrServerClosed at stop
 	stop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
@@ -338,7 +338,7 @@ func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Dur
 	var ready pipeline.Event
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if err := ws.ReadJSON(&ready); err != nil || ready.Type != pipeline.EventReady {
-		return fail(fmt.Errorf("no ready event: %v %s", err, ready.Message))
+		return fail(fmt.Errorf("no ready event: %w %s", err, ready.Message))
 	}
 	_ = ws.SetReadDeadline(time.Time{})
 

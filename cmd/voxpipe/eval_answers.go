@@ -59,7 +59,7 @@ func readAnswerCases(path string) ([]answerCase, error) {
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&c); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v (want {\"question\": ..., \"keywords\": [...]})", path, n, err)
+			return nil, fmt.Errorf("%s:%d: %w (want {\"question\": ..., \"keywords\": [...]})", path, n, err)
 		}
 		if c.Question == "" || len(c.Keywords) == 0 {
 			return nil, fmt.Errorf("%s:%d: needs a question and at least one keyword", path, n)

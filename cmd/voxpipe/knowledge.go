@@ -211,7 +211,9 @@ func knowledgeQuery(ctx context.Context, args []string, in io.Reader, out io.Wri
 			}
 			if *asJSON {
 				b, _ := json.Marshal(res)
-				w.Write(append(b, '\n'))
+				if _, err := w.Write(append(b, '\n')); err != nil {
+					return err
+				}
 				continue
 			}
 			fmt.Fprintf(w, "%s  (%d µs)\n", q, res.Micros)

@@ -68,7 +68,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, fmt.Errorf("%w: llm %s: %v\n%s", errUsage, fs.Name(), err, llmUsage)
+			return nil, fmt.Errorf("%w: llm %s: %w\n%s", errUsage, fs.Name(), err, llmUsage)
 		}
 		args = fs.Args()
 		if len(args) == 0 {

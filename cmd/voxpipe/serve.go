@@ -116,7 +116,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 			log.Warn().Err(err).Msg("closing backends")
 		}
 	}()
-	be.LLM, closers = withKnowledge(cfg, be.LLM, closers, log)
+	be.LLM, closers = withKnowledge(cfg, be.LLM, closers, log) //nolint:contextcheck // the index build is stopped by its closer
 	pc := pipelineConfig(cfg)
 	// Checked once here, so that "on" with a backend that cannot prefill
 	// stops the server now rather than failing every session.
@@ -147,7 +147,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	stopObserving, err := observe(cfg, be, ws, log)
+	stopObserving, err := observe(cfg, be, ws, log) //nolint:contextcheck // exporters and the admin server live until stopObserving
 	if err != nil {
 		_ = ws.Shutdown(context.WithoutCancel(ctx))
 		return err

@@ -77,7 +77,7 @@ func (e *Engine) BenchConcurrent(ctx context.Context, n, promptTokens, decodeTok
 		r.timing.start = start
 	}
 	close(release)
-	<-jobDone
+	<-jobDone //nolint:errcheck // the hold job ran (held was closed): it returns nil
 	if queueErr != nil {
 		return res, queueErr
 	}
@@ -127,7 +127,7 @@ func (e *Engine) BenchConcurrent(ctx context.Context, n, promptTokens, decodeTok
 			delay += span / time.Duration(in)
 		}
 	}
-	e.forgetBenchSequences(n)
+	e.forgetBenchSequences(n) //nolint:contextcheck // a job on the scheduler: it drops cache slots and never blocks
 	res.Wall = lastLast.Sub(start)
 	res.AggregateTokensPerS = float64(decoded) / to.Sub(from).Seconds()
 	res.MeanTTFT = ttft / time.Duration(n)

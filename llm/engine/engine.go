@@ -204,7 +204,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		d, cost, err := openDraft(cfg, f, m)
 		if err != nil {
 			e.rt.close()
-			release()
+			_ = release()
 			return nil, err
 		}
 		e.spec = newSpeculator(m.hp.vocab, d, cost)
@@ -215,7 +215,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		e.spec.fixedK = min(max(cfg.SpecK, 0), specMaxK)
 		if err := e.calibrate(); err != nil {
 			e.rt.close()
-			release()
+			_ = release()
 			if e.spec.draft != nil {
 				e.spec.draft.close()
 			}

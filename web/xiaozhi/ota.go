@@ -61,7 +61,7 @@ func (h *Handler) serveOTA(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "voxpipe xiaozhi OTA is up; devices are sent to %s\n", h.wsURL(r))
+		fmt.Fprintf(w, "voxpipe xiaozhi OTA is up; devices are sent to %s\n", h.wsURL(r)) //nolint:gosec // text/plain, never rendered as HTML
 		return
 	case http.MethodPost:
 	default:

@@ -82,7 +82,6 @@ func (c *conn) writeLoop() {
 			}
 		case o, ok := <-out:
 			if !ok {
-				out = nil
 				w.sessionEnded()
 				return
 			}

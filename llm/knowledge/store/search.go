@@ -62,7 +62,8 @@ var notHeadwords = func() map[string]bool {
 // queryWords lower-cases the question's first MaxQueryWords words.
 func queryWords(q string) []string {
 	f := strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
-		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || r == '-' || r == '+' || r == '#' || r == '/')
+		keep := unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'' || r == '-' || r == '+' || r == '#' || r == '/'
+		return !keep
 	})
 	var out []string
 	for _, w := range f {

@@ -45,7 +45,7 @@ func sourceFiles(sources []string) ([]string, error) {
 		}
 		st, err := os.Stat(src)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSource, err)
+			return nil, fmt.Errorf("%w: %w", ErrSource, err)
 		}
 		if !st.IsDir() {
 			return nil, fmt.Errorf("%w: %s is not a folder (a source is a folder of .txt/.md/.jsonl files or %q)", ErrSource, src, Dictionary)
@@ -61,7 +61,7 @@ func sourceFiles(sources []string) ([]string, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrSource, err)
+			return nil, fmt.Errorf("%w: %w", ErrSource, err)
 		}
 		sort.Strings(files)
 		out = append(out, files...)
@@ -84,7 +84,7 @@ func Fingerprint(sources []string) (string, error) {
 	for _, f := range files {
 		st, err := os.Stat(f)
 		if err != nil {
-			return "", fmt.Errorf("%w: %v", ErrSource, err)
+			return "", fmt.Errorf("%w: %w", ErrSource, err)
 		}
 		abs, _ := filepath.Abs(f)
 		fmt.Fprintf(h, "%s %d %d\n", abs, st.Size(), st.ModTime().UnixNano())
@@ -120,7 +120,7 @@ func readSources(sources []string, yield func(knowledge.Passage) error) error {
 func readFile(path string, yield func(knowledge.Passage) error) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrSource, err)
+		return fmt.Errorf("%w: %w", ErrSource, err)
 	}
 	if strings.EqualFold(filepath.Ext(path), ".jsonl") {
 		return readJSONL(path, data, yield)
@@ -166,7 +166,7 @@ func readFile(path string, yield func(knowledge.Passage) error) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrSource, path, err)
+		return fmt.Errorf("%w: %s: %w", ErrSource, path, err)
 	}
 	return flush()
 }
@@ -186,7 +186,7 @@ func readJSONL(path string, data []byte, yield func(knowledge.Passage) error) er
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&r); err != nil {
-			return fmt.Errorf("%w: %s:%d: %v (want {\"title\": ..., \"text\": ...})", ErrSource, path, n, err)
+			return fmt.Errorf("%w: %s:%d: %w (want {\"title\": ..., \"text\": ...})", ErrSource, path, n, err)
 		}
 		if strings.TrimSpace(r.Text) == "" {
 			return fmt.Errorf("%w: %s:%d: empty \"text\"", ErrSource, path, n)
@@ -198,7 +198,7 @@ func readJSONL(path string, data []byte, yield func(knowledge.Passage) error) er
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrSource, path, err)
+		return fmt.Errorf("%w: %s: %w", ErrSource, path, err)
 	}
 	return nil
 }
