@@ -106,8 +106,17 @@ func DefaultConfig() Config {
 		FirstPassOnly: true,
 		PoolSize:      1,
 		WarmUp:        true,
+		CMNInit:       MeasuredCMN,
 	}
 }
+
+// MeasuredCMN is the cepstral mean of real 16 kHz speech (pocketsphinx-
+// testdata, Asterisk prompts, alsa-utils' voice; `voxpipe bench asr --cmn`,
+// docs/asr.md): a session that starts from it decodes its first utterance
+// like a warmed-up one. The model's own -cmninit (feat.params) is far from
+// real voices and costs most of a first utterance (configs/default.yaml
+// ships the same vector).
+const MeasuredCMN = "45.85,-1.85,2.51,7.13,1.15,-1.18,-2.50,0.54,-1.82,-1.05,-4.48,-1.63,1.76"
 
 // acousticModelFiles must all exist in ModelDir; mixture weights come as
 // either sendump (Debian's en-us) or mixture_weights.
