@@ -119,9 +119,17 @@ func (a *asrStage) take(in <-chan asrCmd) {
 	n := 0
 	for {
 		var c asrCmd
+		ok := true
 		select {
-		case c = <-in:
+		case c, ok = <-in:
 		default:
+			ok = false
+		}
+		if !ok {
+			// Nothing waiting, or in is closed (the session is ending: run
+			// handles the backlog, then sees the close). Receiving from a
+			// closed channel again would loop here forever, appending
+			// zero commands without bound.
 			if n > 0 {
 				if o, ok := a.obs.(ASRBufferObserver); ok {
 					o.ASRFramesBuffered(n)
