@@ -73,11 +73,22 @@ func TestBackendPanicFailsOnlyTheTurn(t *testing.T) {
 			c.mod(&be)
 			cl := sessiontest.Start(t, sessiontest.Config(), be)
 			first := cl.Utterance(false)
-			if !strings.Contains(first.ErrorText(), "panic") {
+			second := cl.Utterance(false)
+			// A TTS panic's error event can arrive after the first turn's
+			// end, while the next utterance is collected: it still names
+			// turn 1.
+			named, own := strings.Contains(first.ErrorText(), "panic"), 0
+			for _, e := range second.Errors {
+				if e.Turn == 1 {
+					named = named || strings.Contains(e.Message, "panic")
+					continue
+				}
+				own++
+			}
+			if !named {
 				t.Errorf("turn with the panic: errors %q, want one naming the panic", first.ErrorText())
 			}
-			second := cl.Utterance(false)
-			if second.Transcript != "hello there" || second.Answer == "" || second.AudioMs == 0 || len(second.Errors) != 0 {
+			if second.Transcript != "hello there" || second.Answer == "" || second.AudioMs == 0 || own != 0 {
 				t.Errorf("next turn: %+v, want a whole answer", second)
 			}
 		})
