@@ -119,7 +119,7 @@ func (a *asrStage) take(in <-chan asrCmd) {
 	n := 0
 	for {
 		var c asrCmd
-		ok := true
+		var ok bool
 		select {
 		case c, ok = <-in:
 		default:
