@@ -22,7 +22,7 @@ import (
 func TestConformance(t *testing.T) {
 	base := os.Getenv("VOXPIPE_OPENAI_URL")
 	if base == "" {
-		t.Skip("set VOXPIPE_OPENAI_URL=http://host:port/v1 to run against a real server")
+		t.Skip("requires a real server: set VOXPIPE_OPENAI_URL=http://host:port/v1 (unset here)")
 	}
 	c, err := NewClient(Config{BaseURL: base, Model: os.Getenv("VOXPIPE_OPENAI_MODEL"), APIKey: os.Getenv("OPENAI_API_KEY"),
 		TimeoutFirstToken: 60 * time.Second, TimeoutIdle: 30 * time.Second, Retries: 1})

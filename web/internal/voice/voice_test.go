@@ -89,7 +89,7 @@ func TestUplinkDropsWhenFullAndRejectsBadAudio(t *testing.T) {
 	}
 	op, err := NewUplink(make(chan pipeline.Input, 1), EncodingOpus, 16000)
 	if err != nil {
-		t.Skip("no opus:", err)
+		t.Skip("opus unavailable (requires cgo and libopus-dev):", err)
 	}
 	if _, p := op.Write([]byte{0xff, 0xff, 0xff}); p == nil || p.Code != pipeline.CodeBadAudio {
 		t.Fatalf("garbage opus: %v", p)
@@ -99,7 +99,7 @@ func TestUplinkDropsWhenFullAndRejectsBadAudio(t *testing.T) {
 func TestDownlinkGathersSixtyMsPackets(t *testing.T) {
 	d, err := NewOpusDownlink(24000, 24000, 60)
 	if err != nil {
-		t.Skip("no opus:", err)
+		t.Skip("opus unavailable (requires cgo and libopus-dev):", err)
 	}
 	frame := make([]int16, 24000*FrameMs/1000)
 	for i := range 2 {
@@ -138,7 +138,7 @@ func TestDownlinkGathersSixtyMsPackets(t *testing.T) {
 func TestNoAllocationPerFrame(t *testing.T) {
 	enc, err := audio.NewOpusEncoder(16000, 24000)
 	if err != nil {
-		t.Skip("no opus:", err)
+		t.Skip("opus unavailable (requires cgo and libopus-dev):", err)
 	}
 	pkt := make([]byte, audio.MaxOpusPacket)
 	n, _ := enc.Encode(make([]int16, 960), pkt)
