@@ -47,6 +47,7 @@ type audioIn struct {
 	startFrames    int // speech frames already behind a SpeechStart
 	endFrames      int // non-speech frames already behind a SpeechEnd
 	bargeInFrames  int // speech frames before a barge-in report
+	maxTurnFrames  int // an utterance is ended after this many frames; 0 = no limit
 	preRollSamples int
 
 	// The audio clock: when each of the last frames arrived (the end of its
@@ -102,6 +103,9 @@ func newAudioIn(cfg Config, obs Observer, log zerolog.Logger) (*audioIn, error) 
 	a.endFrames = max(1, (cfg.VAD.EndSilenceMs+frameMs-1)/frameMs)
 	a.frameTimes = make([]time.Time, max(a.startFrames, a.endFrames)+1)
 	a.bargeInFrames = max(1, (cfg.BargeInMinSpeechMs+frameMs-1)/frameMs)
+	if cfg.MaxTurn > 0 {
+		a.maxTurnFrames = max(1, int(cfg.MaxTurn/frameDur))
+	}
 	a.preRollSamples = asrRate*(cfg.VAD.PreRollMs+cfg.VAD.StartMs)/1000 + frameSamples
 	a.emit = a.onFrame
 	return a, nil
@@ -209,6 +213,10 @@ func (a *audioIn) onFrame(frame []int16) {
 		a.speechFrames++
 		a.forward(frame)
 		a.checkBargeIn()
+		if a.maxTurnFrames > 0 && a.speechFrames >= a.maxTurnFrames {
+			a.turnLimit()
+			return
+		}
 		if a.endWait != nil {
 			a.checkEnd()
 		}
@@ -229,6 +237,30 @@ func (a *audioIn) endUtterance(back int) {
 	}
 	a.utt, a.pauseSent = nil, false
 	a.err = a.sendASR(asrCmd{kind: asrEnd})
+}
+
+// TurnLimitObserver is an optional Observer method: an utterance reached
+// Config.MaxTurn and was ended there (web counts it as
+// voxpipe_limit_rejections_total{limit="max_turn"}).
+type TurnLimitObserver interface {
+	TurnLimited()
+}
+
+// turnLimit ends an utterance that has lasted Config.MaxTurn, as if its
+// speech had ended now: what was said so far is recognised and answered,
+// and the turn manager tells the client (CodeTurnLimit). Speech that goes on
+// starts a new utterance once the VAD hears it again.
+func (a *audioIn) turnLimit() {
+	a.log.Info().Dur("max_turn", a.cfg.MaxTurn).Msg("speech reached the turn limit: the utterance ends here")
+	if o, ok := a.obs.(TurnLimitObserver); ok {
+		o.TurnLimited()
+	}
+	utt := a.uttSeq
+	a.vad.EndSpeech()
+	a.endUtterance(0)
+	if a.err == nil {
+		a.err = a.sendHub(inputEvent{kind: inputTurnLimit, utt: utt, at: a.arrived})
+	}
 }
 
 // checkEnd ends the utterance when its silence has lasted the wait the

@@ -78,6 +78,11 @@ type Config struct {
 	// after a turn's LLM fails or stalls, before its error event.
 	LLMStallTimeout time.Duration
 	Apology         string
+	// MaxTurn ends an utterance that has lasted this long (from its
+	// speech_start, pauses included) as if the person had stopped: what was
+	// said so far is recognised and answered, and the client gets an error
+	// event with CodeTurnLimit. 0 = no limit.
+	MaxTurn time.Duration
 }
 
 // EarlyStart says whether a session prefills on stable partials.
@@ -173,6 +178,8 @@ func (cfg Config) validate(be Backends) (Config, error) {
 		return cfg, fmt.Errorf("%w: negative output lead %d ms", ErrConfig, cfg.OutputLeadMs)
 	case cfg.MaxHistoryMessages < 0:
 		return cfg, fmt.Errorf("%w: negative history cap %d", ErrConfig, cfg.MaxHistoryMessages)
+	case cfg.MaxTurn < 0:
+		return cfg, fmt.Errorf("%w: negative max turn %v", ErrConfig, cfg.MaxTurn)
 	case cfg.EarlyStartStableMs < 0:
 		return cfg, fmt.Errorf("%w: negative early start stability %d ms", ErrConfig, cfg.EarlyStartStableMs)
 	}

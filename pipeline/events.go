@@ -61,6 +61,9 @@ const (
 	CodeBusy        = "busy"           // server full, or the LLM's queue is full
 	CodeBackend     = "backend_error"  // ASR, LLM or TTS failed mid-turn
 	CodeInternal    = "internal_error" // anything else
+	// CodeTurnLimit: the person spoke for longer than the turn limit
+	// (Config.MaxTurn); the utterance was ended there and is answered.
+	CodeTurnLimit = "turn_limit"
 )
 
 // ClientEvent is one control message from a client, already parsed.

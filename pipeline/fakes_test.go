@@ -260,6 +260,13 @@ type recObserver struct {
 	traces   []Trace
 	drops    map[string]int
 	buffered int
+	limited  int // TurnLimited calls
+}
+
+func (o *recObserver) TurnLimited() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.limited++
 }
 
 func (o *recObserver) TurnTraced(t Trace) {

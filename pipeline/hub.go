@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -133,6 +134,13 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 func (h *hub) input(m inputEvent) {
 	if m.kind == inputResume {
 		h.resumed(m)
+		return
+	}
+	if m.kind == inputTurnLimit {
+		// The utterance's final transcript is still on its way: it gets
+		// the turn number the next final gets.
+		h.sendError(h.nextTurnID(), CodeTurnLimit, fmt.Sprintf(
+			"you spoke for over %s: the turn was ended there and what was said so far is answered", h.cfg.MaxTurn))
 		return
 	}
 	if m.kind == inputSpeech {

@@ -26,9 +26,10 @@ type asrCmd struct {
 type inputKind int
 
 const (
-	inputSpeech inputKind = iota // speech lasted BargeInMinSpeechMs
-	inputClient                  // a client event (playback_start, interrupt)
-	inputResume                  // semantic mode: speech again after a pause (seq)
+	inputSpeech    inputKind = iota // speech lasted BargeInMinSpeechMs
+	inputClient                     // a client event (playback_start, interrupt)
+	inputResume                     // semantic mode: speech again after a pause (seq)
+	inputTurnLimit                  // the utterance reached Config.MaxTurn and was ended there
 )
 
 // inputEvent goes from the audio-in stage to the turn manager.

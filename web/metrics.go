@@ -296,6 +296,21 @@ type sessionObserver struct {
 	id      string
 }
 
+// The optional Observer methods are passed on: embedding the interface
+// alone would hide them from the pipeline's type assertions.
+
+func (o sessionObserver) ASRFramesBuffered(n int) {
+	if b, ok := o.Observer.(pipeline.ASRBufferObserver); ok {
+		b.ASRFramesBuffered(n)
+	}
+}
+
+func (o sessionObserver) TurnLimited() {
+	if l, ok := o.Observer.(pipeline.TurnLimitObserver); ok {
+		l.TurnLimited()
+	}
+}
+
 func (o sessionObserver) TurnTraced(tr pipeline.Trace) {
 	o.Observer.TurnTraced(tr)
 	for _, t := range o.tracers {

@@ -93,7 +93,11 @@ type transportObserver struct {
 	*Metrics
 	v2v, heard          prometheus.Observer
 	completed, interrup prometheus.Counter
+	limit               func(string) // Server.LimitRejected
 }
+
+// TurnLimited counts an utterance ended at pipeline.Config.MaxTurn.
+func (o *transportObserver) TurnLimited() { o.limit("max_turn") }
 
 // observer returns the Observer for a session over transport.
 func (s *Server) observer(transport string) pipeline.Observer {
@@ -104,6 +108,7 @@ func (s *Server) observer(transport string) pipeline.Observer {
 		heard:     tm.heard.WithLabelValues(transport),
 		completed: tm.turns.WithLabelValues(transport, "completed"),
 		interrup:  tm.turns.WithLabelValues(transport, "interrupted"),
+		limit:     s.LimitRejected,
 	}
 }
 

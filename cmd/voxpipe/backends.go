@@ -227,6 +227,7 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.EarlyStart = pipeline.EarlyStart(p.EarlyStart)
 	pc.EarlyStartStableMs = p.EarlyStartStableMs
 	pc.LLMStallTimeout, pc.Apology = p.LLMStallTimeout, p.Apology
+	pc.MaxTurn = p.MaxTurn
 	pc.Turn = endturn.Config{Mode: endturn.Mode(p.Turn.Mode), MinSilenceMs: p.Turn.MinSilenceMs,
 		MaxSilenceMs: p.Turn.MaxSilenceMs, Threshold: p.Turn.Threshold, DoubtMs: p.Turn.DoubtMs}
 	pc.Speculative = p.Turn.Speculative

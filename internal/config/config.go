@@ -158,6 +158,10 @@ type Pipeline struct {
 	// (0 = wait); Apology is spoken after a turn's LLM fails ("" = none).
 	LLMStallTimeout time.Duration `yaml:"llm_stall_timeout"`
 	Apology         string        `yaml:"apology"`
+	// MaxTurn ends an utterance that has lasted this long as if the person
+	// had stopped (the words are answered, the client gets turn_limit);
+	// 0 = no limit.
+	MaxTurn time.Duration `yaml:"max_turn"`
 }
 
 // Turn decides when the person's turn is over (pipeline/turn.Config).
@@ -317,6 +321,7 @@ func Default() Config {
 			Turn: Turn{Mode: "semantic", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 160, MaxSilenceMs: 1300,
 				Threshold: 0.3, DoubtMs: 800, Threads: 1, Speculative: true},
 			LLMStallTimeout: 15 * time.Second,
+			MaxTurn:         60 * time.Second,
 			Apology:         "Sorry, something went wrong. Please say that again.",
 		},
 		ASR: ASR{

@@ -51,6 +51,7 @@ func (c *Config) Validate() error {
 	v.oneOf("pipeline.early_start", p.EarlyStart, EarlyStartAuto, EarlyStartOn, EarlyStartOff)
 	v.intRange("pipeline.early_start_stable_ms", p.EarlyStartStableMs, 0, 5000)
 	v.durRange("pipeline.llm_stall_timeout", p.LLMStallTimeout, 0, 10*time.Minute)
+	v.durRange("pipeline.max_turn", p.MaxTurn, 0, time.Hour)
 	v.intRange("pipeline.apology (bytes)", len(p.Apology), 0, 200)
 	v.oneOf("pipeline.turn.mode", p.Turn.Mode, "semantic", "silence")
 	if p.Turn.Mode == "semantic" {

@@ -1,0 +1,76 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestMaxTurnEndsALongUtterance: speech that goes on past MaxTurn is ended
+// there; its words are recognised and answered, the client is told
+// (turn_limit, for the turn the words become), the limit is counted, and
+// speech that goes on is the next utterance.
+func TestMaxTurnEndsALongUtterance(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		cfg.MaxTurn = 2 * time.Second
+		cfg.BargeIn = false // the speech after the limit must not cut the answer here
+		a, m, s := newBackends([]string{"first part", "second part"}, answer("One."), answer("Two."))
+		h := newHarness(t, cfg, a, m, s)
+		h.audio(false, 200)
+		h.audio(true, 3000) // 1 s past the limit
+		h.audio(false, cfg.VAD.EndSilenceMs+100)
+		outs := h.until("the second trace", func() func(Output) bool {
+			n := 0
+			return func(o Output) bool {
+				if o.Event != nil && o.Event.Type == EventTrace {
+					n++
+				}
+				return n == 2
+			}
+		}())
+		errs := events(outs, EventError)
+		if len(errs) != 1 || errs[0].Code != CodeTurnLimit || errs[0].Turn != 1 || !strings.Contains(errs[0].Message, "2s") {
+			t.Fatalf("error events %+v, want one %s for turn 1 naming the limit; saw %s", errs, CodeTurnLimit, summarize(outs))
+		}
+		var finals []string
+		for _, ev := range events(outs, EventTranscript) {
+			if ev.Final {
+				finals = append(finals, ev.Text)
+			}
+		}
+		if strings.Join(finals, "|") != "first part|second part" {
+			t.Errorf("final transcripts %q, want the words before and after the limit", finals)
+		}
+		synctest.Wait()
+		hist := h.s.History()
+		if len(hist) != 5 || hist[1].Content != "first part" || hist[2].Content != "One." || hist[3].Content != "second part" {
+			t.Errorf("history %q, want both parts answered", hist)
+		}
+		h.obs.mu.Lock()
+		limited := h.obs.limited
+		h.obs.mu.Unlock()
+		if limited != 1 {
+			t.Errorf("TurnLimited called %d times, want 1", limited)
+		}
+		h.close()
+	})
+}
+
+// TestMaxTurnOffByDefault: without MaxTurn a long utterance is one turn.
+func TestMaxTurnOffByDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		a, m, s := newBackends([]string{"all of it"}, answer("One."))
+		h := newHarness(t, cfg, a, m, s)
+		h.audio(false, 200)
+		h.audio(true, 3000)
+		h.audio(false, cfg.VAD.EndSilenceMs+100)
+		outs := h.until("the trace", isEvent(EventTrace))
+		if errs := events(outs, EventError); len(errs) != 0 {
+			t.Errorf("error events %+v, want none", errs)
+		}
+		h.close()
+	})
+}
