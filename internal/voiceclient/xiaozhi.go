@@ -403,6 +403,12 @@ func (d *device) loop(ctx context.Context, speech []int16, msgs <-chan xzIncomin
 				return nil
 			}
 		case now := <-tick.C:
+			// The last turn may have ended before the audio was all sent
+			// (auto mode resumes the tail after each answer): no message
+			// may follow, so the end is checked on the clock too.
+			if d.finished(sentAll) {
+				return nil
+			}
 			if !d.abortAt.IsZero() && !now.Before(d.abortAt) {
 				d.abortAt = time.Time{}
 				if err := d.send(map[string]any{"type": "abort"}); err != nil {

@@ -3,6 +3,7 @@ package voiceclient
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
 	"github.com/voxpipe/voxpipe/tts"
 	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
 	"github.com/voxpipe/voxpipe/web"
@@ -169,5 +171,89 @@ func TestRunXiaozhiNoHello(t *testing.T) {
 	_, err := RunXiaozhi(context.Background(), XiaozhiConfig{URL: "ws" + strings.TrimPrefix(srv.URL, "http"), HelloTimeout: 200 * time.Millisecond}, nil)
 	if !errors.Is(err, ErrNoHello) {
 		t.Fatalf("%v, want ErrNoHello", err)
+	}
+}
+
+// quickDevice serves one device session whose answer is over before the
+// device has sent all its audio: after answerAfter packets of the first
+// listen, it sends stt, tts start, 180 ms of a tone and tts stop, then
+// reads (and ignores) whatever the device sends.
+func quickDevice(t *testing.T, answerAfter int) *httptest.Server {
+	t.Helper()
+	enc, err := audio.NewOpusEncoder(24000, 32000)
+	if err != nil {
+		t.Skipf("opus unavailable (requires cgo and libopus-dev): %v", err)
+	}
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		if _, _, err := ws.ReadMessage(); err != nil { // the hello
+			return
+		}
+		say := func(v map[string]any) error { v["session_id"] = "s1"; return ws.WriteJSON(v) }
+		if say(map[string]any{"type": "hello", "transport": "websocket",
+			"audio_params": map[string]any{"format": "opus", "sample_rate": 24000, "channels": 1, "frame_duration": 60}}) != nil {
+			return
+		}
+		packets, answered := 0, false
+		for {
+			typ, _, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			if typ == websocket.BinaryMessage {
+				packets++
+			}
+			if answered || packets < answerAfter {
+				continue
+			}
+			answered = true
+			_ = say(map[string]any{"type": "stt", "text": "hello"})
+			_ = say(map[string]any{"type": "tts", "state": "start"})
+			_ = say(map[string]any{"type": "tts", "state": "sentence_start", "text": "Hi."})
+			pcm, packet := make([]int16, 24000*60/1000), make([]byte, audio.MaxOpusPacket)
+			for i := range 3 {
+				for j := range pcm {
+					pcm[j] = int16(8000 * math.Sin(float64(i*len(pcm)+j)*2*math.Pi*440/24000))
+				}
+				n, err := enc.Encode(pcm, packet)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = ws.WriteMessage(websocket.BinaryMessage, packet[:n])
+			}
+			_ = say(map[string]any{"type": "tts", "state": "stop"})
+		}
+	}))
+}
+
+// TestRunXiaozhiAnswerBeforeTheAudioEnds: in auto mode the device turns
+// its mic off while the answer plays and sends the rest of its audio
+// afterwards, so the last turn can end before the audio is all sent, and no
+// message follows it. The run must end after the tail, not wait for a
+// message until its timeout (session 5's never-ending TestJSON/xiaozhi).
+func TestRunXiaozhiAnswerBeforeTheAudioEnds(t *testing.T) {
+	srv := quickDevice(t, 5)
+	defer srv.Close()
+	speech := make([]int16, XiaozhiRate) // 1 s of a tone
+	for i := range speech {
+		speech[i] = int16(8000 * math.Sin(float64(i)*2*math.Pi*300/XiaozhiRate))
+	}
+	started := time.Now()
+	res, err := RunXiaozhi(context.Background(), XiaozhiConfig{URL: "ws" + strings.TrimPrefix(srv.URL, "http"),
+		Tail: 300 * time.Millisecond, Timeout: 5 * time.Second}, speech)
+	if err != nil {
+		t.Fatalf("%v after %v", err, time.Since(started).Round(time.Millisecond))
+	}
+	if len(res.Turns) != 1 || res.Turns[0].Transcript != "hello" || res.Turns[0].HeardMs == nil || res.Turns[0].AnswerAudioMs != 180 {
+		t.Fatalf("turns %+v", res.Turns)
+	}
+	// 1.3 s of audio, 0.18 s of answer, the 0.3 s tail and a margin.
+	if took := time.Since(started); took > 3*time.Second {
+		t.Errorf("the run took %v after the answer ended", took)
 	}
 }
