@@ -194,3 +194,33 @@ func limitCount(s *Server, limit string) float64 {
 	_ = s.limitsHit.WithLabelValues(limit).Write(&m)
 	return m.GetCounter().GetValue()
 }
+
+// A connection that never sends start is closed after StartTimeout with
+// not_started and 1008, even while it answers pings; one that starts in
+// time is not.
+func TestStartTimeout(t *testing.T) {
+	ts := newTestServer(t, nil, func(c *Config) {
+		c.StartTimeout = 300 * time.Millisecond
+		c.IdleTimeout = 200 * time.Millisecond // pings every 180 ms, answered by the reader
+	})
+	ws := dial(t, ts.url)
+	began := time.Now()
+	expectError(t, ws, "not_started")
+	if code := expectClose(t, ws); code != websocket.ClosePolicyViolation {
+		t.Errorf("close code %d, want 1008", code)
+	}
+	if el := time.Since(began); el > 3*time.Second {
+		t.Errorf("closed after %v, want about 300 ms", el)
+	}
+	if n := limitCount(ts.srv, "start_timeout"); n != 1 {
+		t.Errorf("start_timeout counted %v times", n)
+	}
+
+	ts2 := newTestServer(t, nil, func(c *Config) { c.StartTimeout = 300 * time.Millisecond })
+	ok := dial(t, ts2.url)
+	sendJSON(t, ok, startMsg(16000, ""))
+	expectReady(t, ok)
+	time.Sleep(600 * time.Millisecond) // past the start timeout
+	stopAndExpectClose(t, ok)
+	waitIdle(t, ts2.srv)
+}

@@ -52,6 +52,10 @@ type Config struct {
 	Access access.Config
 	// MaxSession ends a session that has run this long; 0 = no limit.
 	MaxSession time.Duration
+	// StartTimeout closes a WebSocket whose client has not had a start
+	// accepted this long after the upgrade (it holds a session slot while
+	// it waits); 0 = 10 s.
+	StartTimeout time.Duration
 	// RTC configures the WebRTC transport (POST /rtc/offer); its sessions
 	// count against MaxSessions with the WebSocket ones.
 	RTC RTCConfig
@@ -65,6 +69,7 @@ type Config struct {
 
 const (
 	defaultWriteTimeout = 10 * time.Second
+	defaultStartTimeout = 10 * time.Second
 	defaultOpusBitrate  = 24000
 )
 
@@ -119,6 +124,9 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 	}
 	if cfg.OpusBitrate == 0 {
 		cfg.OpusBitrate = defaultOpusBitrate
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = defaultStartTimeout
 	}
 	if be.ASR == nil || be.LLM == nil || be.TTS == nil {
 		return nil, fmt.Errorf("%w: backends ASR, LLM and TTS are all required", ErrConfig)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -69,7 +70,8 @@ type conn struct {
 	// reader
 	rules    voice.Rules
 	started  bool
-	draining bool // a fatal error was reported: discard input until closed
+	startDue time.Time // without a start by then the connection is closed
+	draining bool      // a fatal error was reported: discard input until closed
 	readBuf  []byte
 	uplink   *voice.Uplink
 }
@@ -88,6 +90,7 @@ func newConn(s *Server, ws *websocket.Conn, id string, log zerolog.Logger) *conn
 		readBuf: make([]byte, s.cfg.MaxFrameBytes+1),
 	}
 	c.ctx, c.cancel = s.sessionContext()
+	c.startDue = time.Now().Add(s.cfg.StartTimeout)
 	return c
 }
 
@@ -123,6 +126,13 @@ func (c *conn) readLoop() {
 
 	for {
 		typ, r, err := c.ws.NextReader()
+		if err != nil && !c.started && !c.draining && c.ctx.Err() == nil && isTimeout(err) {
+			// A connection that never starts holds a session slot: it
+			// gets a grace period to read the error, then is closed.
+			c.srv.LimitRejected("start_timeout")
+			c.reject(pipeline.CodeNotStarted, fmt.Sprintf("no start within %s", c.srv.cfg.StartTimeout), websocket.ClosePolicyViolation)
+			return
+		}
 		if err != nil {
 			// A close from the client is normal; a timeout or a vanished
 			// peer is worth a line (not an error: it is the client's doing).
@@ -162,10 +172,20 @@ func (c *conn) extendDeadline() {
 	if c.draining {
 		return
 	}
-	_ = c.ws.SetReadDeadline(time.Now().Add(c.srv.cfg.IdleTimeout))
+	due := time.Now().Add(c.srv.cfg.IdleTimeout)
+	if !c.started && c.startDue.Before(due) {
+		due = c.startDue
+	}
+	_ = c.ws.SetReadDeadline(due)
 	if c.ctx.Err() != nil { // lost a race with cutDeadline: cut again
 		c.cutDeadline()
 	}
+}
+
+// isTimeout says whether err is a read deadline passing.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 func (c *conn) cutDeadline() {
@@ -208,6 +228,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	}
 	c.uplink = up
 	c.started = true
+	c.extendDeadline() // the start deadline no longer applies
 	c.rules.AcceptStart()
 	c.rules.Running()
 	c.log.Info().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Str("encoding", encoding).Int("input_rate", msg.SampleRate).Int("output_rate", outRate).Msg("session started")

@@ -143,6 +143,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		API:           openaiapi.NewWithLimits(be.LLM, id, log.With().Str("component", "openaiapi").Logger(), apiLim),
 		Access:        acc,
 		MaxSession:    cfg.Server.Limits.MaxSession,
+		StartTimeout:  cfg.Server.Limits.StartTimeout,
 	}, be, log.With().Str("component", "web").Logger())
 	if err != nil {
 		return err

@@ -99,6 +99,9 @@ type Limits struct {
 	MaxSession time.Duration `yaml:"max_session"`
 	// HeaderTimeout bounds reading an HTTP request's headers.
 	HeaderTimeout time.Duration `yaml:"header_timeout"`
+	// StartTimeout closes a /ws connection that has not sent an accepted
+	// start this long after the upgrade (it holds a session slot).
+	StartTimeout time.Duration `yaml:"start_timeout"`
 }
 
 // APILimits bound one /v1 request (llm/openaiapi.Limits).
@@ -297,7 +300,7 @@ func Default() Config {
 			RTC:            RTC{ICEServers: []ICEServer{}, ConnectTimeout: 20 * time.Second, FailedTimeout: 15 * time.Second},
 			Auth:           Auth{APIKeysEnv: "VOXPIPE_API_KEYS", TokenTTL: 5 * time.Minute}, //nolint:gosec // G101: the variable's name, not a key
 			AllowedOrigins: []string{},
-			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second},
+			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second, StartTimeout: 10 * time.Second},
 			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
 			Admission:      Admission{TargetUtilization: 0.8, SessionCPU: 0.25, MaxV2VMs: 0},
 			Xiaozhi: Xiaozhi{Enabled: true, OTAPath: "/xiaozhi/ota/", WSPath: "/xiaozhi/v1/", ProtocolVersion: 1,
