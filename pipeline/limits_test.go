@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/voxpipe/voxpipe/llm"
 )
 
 // TestMaxTurnEndsALongUtterance: speech that goes on past MaxTurn is ended
@@ -72,5 +74,49 @@ func TestMaxTurnOffByDefault(t *testing.T) {
 			t.Errorf("error events %+v, want none", errs)
 		}
 		h.close()
+	})
+}
+
+// TestResume: a session resumed from an earlier one's history and turn
+// number sends that history with the next request and numbers on; the
+// conversation then grows as usual. Resume after Run is refused.
+func TestResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		a, m, s := newBackends([]string{"and tomorrow"}, answer("Rain."))
+		earlier := []llm.Message{
+			{Role: llm.RoleSystem, Content: cfg.SystemPrompt},
+			{Role: llm.RoleUser, Content: "weather today"},
+			{Role: llm.RoleAssistant, Content: "Sun."},
+		}
+		h := &harness{t: t, cfg: cfg, llm: m, tts: s, obs: &recObserver{}}
+		sess, err := NewSession("resumed", cfg, Backends{ASR: a, LLM: m, TTS: s}, h.obs, harnessLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Resume(earlier, 3); err != nil {
+			t.Fatal(err)
+		}
+		h.start(sess, m)
+		h.utterance()
+		outs := h.until("the trace", isEvent(EventTrace))
+		if tr := events(outs, EventTrace); tr[0].Turn != 4 {
+			t.Errorf("trace for turn %d, want 4 (numbered on from 3)", tr[0].Turn)
+		}
+		reqs := m.requests()
+		if len(reqs) != 1 || len(reqs[0].Messages) != 4 || reqs[0].Messages[2].Content != "Sun." || reqs[0].Messages[3].Content != "and tomorrow" {
+			t.Errorf("request %+v, want the earlier history then the new words", reqs)
+		}
+		synctest.Wait()
+		if hist := h.s.History(); len(hist) != 5 || hist[4].Content != "Rain." {
+			t.Errorf("history %q", hist)
+		}
+		h.close()
+		if n := sess.LastTurn(); n != 4 {
+			t.Errorf("LastTurn %d, want 4", n)
+		}
+		if err := sess.Resume(earlier, 3); err == nil {
+			t.Error("Resume after Run succeeded")
+		}
 	})
 }

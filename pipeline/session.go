@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +53,12 @@ type Session struct {
 
 	histMu  sync.Mutex    // guards history
 	history []llm.Message // system prompt first; written by the turn manager only
+
+	// turnBase is the turn number before the session's first (Resume).
+	turnBase int
+	// numbered is the last turn number handed out (a final transcript's,
+	// perhaps of a turn that never started), stored when Run ends.
+	numbered atomic.Int64
 }
 
 // NewSession checks cfg and prepares a session; nothing runs until Run.
@@ -95,6 +103,30 @@ func (s *Session) History() []llm.Message {
 	return append([]llm.Message(nil), s.history...)
 }
 
+// Resume makes s continue a conversation an earlier session held: history
+// (as that session's History returned it, system prompt first) replaces
+// s's, and turns are numbered on from lastTurn. Call it before Run.
+func (s *Session) Resume(history []llm.Message, lastTurn int) error {
+	if s.ran.Load() {
+		return ErrAlreadyRun
+	}
+	if lastTurn < 0 {
+		return fmt.Errorf("%w: negative resumed turn %d", ErrConfig, lastTurn)
+	}
+	h := capHistory(slices.Clone(history), s.cfg.MaxHistoryMessages)
+	s.histMu.Lock()
+	s.history = h
+	s.histMu.Unlock()
+	s.turnBase = lastTurn
+	s.turn.Store(int64(lastTurn))
+	return nil
+}
+
+// LastTurn is the number of the latest turn started (0 before the first);
+// after Run it is the last number handed out, started or not: the one to
+// pass to a resuming session's Resume.
+func (s *Session) LastTurn() int { return int(max(s.turn.Load(), s.numbered.Load())) }
+
 // Run serves until in is closed, ctx ends or the client sends stop. The
 // transport creates and closes in and out; Run never closes them. out should
 // be read promptly (it is unbuffered; the session paces audio itself and
@@ -113,7 +145,7 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm"), stall: s.cfg.LLMStallTimeout, apology: s.cfg.Apology}
 	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts")}
 	pc := newPacer(s.cfg, s.obs, stageLog("out"))
-	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn")}
+	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn"), turnSeq: s.turnBase}
 	h.early.stable = time.Duration(s.cfg.EarlyStartStableMs) * time.Millisecond
 	var eouSt *eouStage // semantic end of turn
 	if s.cfg.Turn.Mode == endturn.ModeSemantic {
@@ -163,6 +195,7 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 		g.Go(func() error { return eouSt.run(gctx, h.eou) })
 	}
 	err := g.Wait()
+	s.numbered.Store(int64(h.turnSeq)) // the hub's goroutine has returned
 	switch {
 	case errors.Is(err, errInputClosed), errors.Is(err, errStopped):
 		s.log.Debug().Err(err).Msg("session ended")
