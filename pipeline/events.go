@@ -34,6 +34,12 @@ type Event struct {
 	KnowledgePassages int `json:"knowledge_passages,omitempty"`
 	KnowledgeTokens   int `json:"knowledge_tokens,omitempty"`
 
+	// ready: the token a /ws client resumes the session with after a
+	// drop, and whether this session resumed an earlier one (then Turn is
+	// the last turn number it had handed out)
+	SessionToken string `json:"session_token,omitempty"`
+	Resumed      bool   `json:"resumed,omitempty"`
+
 	// error
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
@@ -64,6 +70,12 @@ const (
 	// CodeTurnLimit: the person spoke for longer than the turn limit
 	// (Config.MaxTurn); the utterance was ended there and is answered.
 	CodeTurnLimit = "turn_limit"
+	// CodeTurnCut: on a resumed session, a turn the connection's drop cut
+	// (Text holds the person's words).
+	CodeTurnCut = "turn_cut"
+	// CodeResumeFailed: a start's resume token is unknown, expired or
+	// already used; the client may send a plain start.
+	CodeResumeFailed = "resume_failed"
 )
 
 // ClientEvent is one control message from a client, already parsed.

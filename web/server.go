@@ -52,6 +52,9 @@ type Config struct {
 	Access access.Config
 	// MaxSession ends a session that has run this long; 0 = no limit.
 	MaxSession time.Duration
+	// Resume keeps a dropped /ws session's conversation for its client to
+	// resume (resume.go); the zero value turns it off.
+	Resume ResumeConfig
 	// StartTimeout closes a WebSocket whose client has not had a start
 	// accepted this long after the upgrade (it holds a session slot while
 	// it waits); 0 = 10 s.
@@ -89,6 +92,7 @@ type Server struct {
 	guard            *access.Guard
 	handler          http.Handler // mux behind guard
 	limitsHit        *prometheus.CounterVec
+	resume           *resumeStore
 
 	// baseCtx parents every connection's context; cancelled by Shutdown.
 	baseCtx    context.Context
@@ -148,6 +152,7 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 	}
 	s.rtcAPI = rtcAPI
 	s.limitsHit = newLimitCounter(s.metrics.Registry())
+	s.resume = newResumeStore(cfg.Resume, s.metrics.Registry())
 	ac := cfg.Access
 	ac.OnReject = s.LimitRejected
 	if cfg.AllowOrigin != nil {

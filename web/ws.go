@@ -58,14 +58,30 @@ type conn struct {
 	// sessLog is log without the id, for pipeline.NewSession (which adds it).
 	sessLog zerolog.Logger
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the writer and the session goroutine
+	ctx         context.Context
+	cancel      context.CancelFunc
+	cancelCause context.CancelCauseFunc // ends ctx with a cause (takeOver, a resumed max_session)
+	wg          sync.WaitGroup          // the writer and the session goroutine
+	finished    chan struct{}           // closed when serve has parked or dropped the session
 
 	in     chan pipeline.Input  // reader → session; closed by the reader
 	ctrl   chan ctrlMsg         // reader → writer; closed by the reader
 	out    chan pipeline.Output // session → writer; closed by the session goroutine
 	runErr chan error           // session goroutine → writer, buffered 1
+
+	// reader (and serve, after the reader returned)
+	token    string        // the session token (resume.go); "" when resume is off
+	settings voice.Message // the start message in effect
+	began    time.Time     // when the conversation started (a resumed one: its first connection)
+	stopped  bool          // the client sent stop
+	maxTimer *time.Timer   // a resumed session's remaining max_session
+
+	// session goroutine, read by serve after wg.Wait
+	sess    *pipeline.Session
+	sessErr error
+
+	// writer, read by serve after wg.Wait
+	seen turnLog
 
 	// reader
 	rules    voice.Rules
@@ -78,18 +94,24 @@ type conn struct {
 
 func newConn(s *Server, ws *websocket.Conn, id string, log zerolog.Logger) *conn {
 	c := &conn{
-		srv:     s,
-		ws:      ws,
-		id:      id,
-		log:     log.With().Str("session", id).Logger(),
-		sessLog: log,
-		in:      make(chan pipeline.Input, inputQueue),
-		ctrl:    make(chan ctrlMsg, ctrlQueue),
-		out:     make(chan pipeline.Output),
-		runErr:  make(chan error, 1),
-		readBuf: make([]byte, s.cfg.MaxFrameBytes+1),
+		srv:      s,
+		ws:       ws,
+		id:       id,
+		log:      log.With().Str("session", id).Logger(),
+		sessLog:  log,
+		in:       make(chan pipeline.Input, inputQueue),
+		ctrl:     make(chan ctrlMsg, ctrlQueue),
+		out:      make(chan pipeline.Output),
+		runErr:   make(chan error, 1),
+		readBuf:  make([]byte, s.cfg.MaxFrameBytes+1),
+		finished: make(chan struct{}),
 	}
-	c.ctx, c.cancel = s.sessionContext()
+	base, cancelBase := s.sessionContext()
+	c.ctx, c.cancelCause = context.WithCancelCause(base)
+	c.cancel = func() {
+		c.cancelCause(nil)
+		cancelBase()
+	}
 	c.startDue = time.Now().Add(s.cfg.StartTimeout)
 	return c
 }
@@ -106,7 +128,42 @@ func (c *conn) serve() {
 	c.wg.Wait()
 	c.cancel()
 	_ = c.ws.Close()
+	if c.maxTimer != nil {
+		c.maxTimer.Stop()
+	}
+	if c.token != "" {
+		c.srv.resume.release(c.token, c, c.parkable())
+	}
+	close(c.finished)
 	c.log.Debug().Msg("websocket closed")
+}
+
+// takeOver ends the connection because another one resumes its session.
+func (c *conn) takeOver() { c.cancelCause(errTakenOver) }
+
+// parkable returns what to keep of a session that ended, or nil when it
+// ended for good: the client's stop, shutdown, max_session or a failure.
+func (c *conn) parkable() *parkedSession {
+	cause := context.Cause(c.ctx)
+	taken := errors.Is(cause, errTakenOver)
+	switch {
+	case c.sess == nil || c.stopped:
+		return nil
+	case taken:
+	case c.srv.baseCtx.Err() != nil, errors.Is(cause, errMaxSession):
+		return nil
+	case c.sessErr != nil && !errors.Is(c.sessErr, context.Canceled):
+		return nil
+	}
+	p := &parkedSession{
+		history:  settledHistory(c.sess.History(), &c.seen),
+		lastTurn: c.sess.LastTurn(),
+		settings: c.settings,
+		started:  c.began,
+		cut:      c.seen.cut(),
+	}
+	c.log.Info().Int("turn", p.lastTurn).Int("cut", len(p.cut)).Bool("taken_over", taken).Msg("session parked for resumption")
+	return p
 }
 
 // readLoop is the connection's only reader.
@@ -200,6 +257,9 @@ func (c *conn) handleText(data []byte) {
 	case start:
 		c.handleStart(msg)
 	default:
+		if ev.Type == pipeline.ClientStop {
+			c.stopped = true
+		}
 		select { // control messages are never dropped
 		case c.in <- pipeline.Input{Event: ev}:
 		case <-c.ctx.Done():
@@ -208,6 +268,15 @@ func (c *conn) handleText(data []byte) {
 }
 
 func (c *conn) handleStart(msg voice.Message) {
+	var resumed *parkedSession
+	if msg.Resume != "" {
+		var p *voice.Problem
+		if resumed, p = c.resumeFrom(msg); p != nil {
+			c.rejectProblem(p, 0)
+			return
+		}
+		msg = mergeStart(msg, resumed.settings)
+	}
 	encoding, outRate, p := voice.ValidateStart(msg)
 	if p != nil {
 		c.rejectProblem(p, 0)
@@ -226,19 +295,81 @@ func (c *conn) handleStart(msg voice.Message) {
 		c.rejectProblem(p, 0)
 		return
 	}
+	ready := pipeline.Event{Type: pipeline.EventReady, Encoding: encoding, SampleRate: outRate, FrameMs: FrameMs}
+	c.began = time.Now()
+	if resumed != nil {
+		if err := sess.Resume(resumed.history, resumed.lastTurn); err != nil {
+			c.reject(pipeline.CodeInternal, err.Error(), 0)
+			return
+		}
+		c.began = resumed.started
+		if ms := c.srv.cfg.MaxSession; ms > 0 {
+			c.maxTimer = time.AfterFunc(ms-time.Since(c.began), func() { c.cancelCause(errMaxSession) })
+		}
+		ready.Resumed, ready.Turn = true, resumed.lastTurn
+	}
+	if c.srv.resume.enabled() {
+		c.token = c.srv.resume.register(c)
+		ready.SessionToken = c.token
+	}
+	c.sess, c.settings = sess, msg
 	c.uplink = up
 	c.started = true
 	c.extendDeadline() // the start deadline no longer applies
 	c.rules.AcceptStart()
 	c.rules.Running()
-	c.log.Info().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Str("encoding", encoding).Int("input_rate", msg.SampleRate).Int("output_rate", outRate).Msg("session started")
+	c.log.Info().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Str("encoding", encoding).Int("input_rate", msg.SampleRate).Int("output_rate", outRate).Bool("resumed", resumed != nil).Msg("session started")
 	// ready goes through ctrl before the session can produce anything, and
-	// the writer drains ctrl first, so it is the first event the client sees.
-	c.send(ctrlMsg{ev: pipeline.Event{Type: pipeline.EventReady, Encoding: encoding, SampleRate: outRate, FrameMs: FrameMs}})
+	// the writer drains ctrl first, so it is the first event the client
+	// sees; a resumed session's turn_cut reports follow it.
+	c.send(ctrlMsg{ev: ready})
+	if resumed != nil {
+		for _, ev := range resumed.cut {
+			c.send(ctrlMsg{ev: ev})
+		}
+	}
 	c.wg.Go(func() {
 		defer close(c.out)
-		c.runErr <- runSession(c.ctx, sess, c.in, c.out, c.log)
+		err := runSession(c.ctx, sess, c.in, c.out, c.log)
+		c.sessErr = err
+		c.runErr <- err
 	})
+}
+
+// resumeFrom takes the parked session msg.Resume names, or returns a
+// resume_failed problem (the client may send a plain start).
+func (c *conn) resumeFrom(msg voice.Message) (*parkedSession, *voice.Problem) {
+	if !c.srv.resume.enabled() {
+		return nil, &voice.Problem{Code: pipeline.CodeResumeFailed, Message: "sessions are not resumable on this server (server.resume.ttl is 0)"}
+	}
+	p, err := c.srv.resume.take(c.ctx, msg.Resume)
+	if err != nil {
+		c.log.Info().Err(err).Msg("resume refused")
+		return nil, &voice.Problem{Code: pipeline.CodeResumeFailed, Message: err.Error() + "; send a start without resume for a new session"}
+	}
+	if ms := c.srv.cfg.MaxSession; ms > 0 && time.Since(p.started) >= ms {
+		return nil, &voice.Problem{Code: pipeline.CodeResumeFailed, Message: "the session reached max_session; send a start without resume for a new session"}
+	}
+	return p, nil
+}
+
+// mergeStart fills the fields a resuming start leaves out from the
+// parked session's start message.
+func mergeStart(msg, was voice.Message) voice.Message {
+	if msg.SampleRate == 0 {
+		msg.SampleRate = was.SampleRate
+	}
+	if msg.Encoding == "" {
+		msg.Encoding = was.Encoding
+	}
+	if msg.OutputSampleRate == 0 && msg.SampleRate == was.SampleRate {
+		msg.OutputSampleRate = was.OutputSampleRate
+	}
+	if msg.Client == (voice.ClientInfo{}) {
+		msg.Client = was.Client
+	}
+	msg.Resume = ""
+	return msg
 }
 
 func (c *conn) handleAudio(data []byte) {
@@ -371,7 +502,11 @@ func (w *writer) output(o pipeline.Output) bool {
 			w.fillAudio(&ev)
 			w.announced = true
 		}
-		return w.event(ev) == nil
+		if w.event(ev) != nil {
+			return false
+		}
+		w.conn.seen.observe(&ev)
+		return true
 	}
 	if !w.announced {
 		ev := pipeline.Event{Type: pipeline.EventAudio}
@@ -438,6 +573,10 @@ func (w *writer) sessionEnded(runErr <-chan error) {
 // ctxEnded closes a connection whose context ended: 1008 at max_session,
 // else 1001 (the server is shutting down).
 func (w *writer) ctxEnded() {
+	if errors.Is(context.Cause(w.conn.ctx), errTakenOver) {
+		w.close(closeTakenOver, errTakenOver.Error())
+		return
+	}
 	if w.conn.srv.maxSessionReached(w.conn.ctx) {
 		w.close(websocket.ClosePolicyViolation, errMaxSession.Error())
 		return

@@ -144,6 +144,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		Access:        acc,
 		MaxSession:    cfg.Server.Limits.MaxSession,
 		StartTimeout:  cfg.Server.Limits.StartTimeout,
+		Resume:        web.ResumeConfig{TTL: cfg.Server.Resume.TTL, MaxParked: cfg.Server.Resume.MaxParked},
 	}, be, log.With().Str("component", "web").Logger())
 	if err != nil {
 		return err

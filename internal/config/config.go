@@ -56,7 +56,9 @@ type Server struct {
 	// on this long before they are told going_away; 0 = at once.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	Limits       Limits        `yaml:"limits"`
-	API          APILimits     `yaml:"api"`
+	// Resume keeps a dropped /ws session for its client to resume.
+	Resume Resume    `yaml:"resume"`
+	API    APILimits `yaml:"api"`
 	// Admission and the admin listener (capacity.go).
 	Admission Admission `yaml:"admission"`
 	AdminAddr string    `yaml:"admin_addr"` // /debug/pprof; empty = off
@@ -102,6 +104,14 @@ type Limits struct {
 	// StartTimeout closes a /ws connection that has not sent an accepted
 	// start this long after the upgrade (it holds a session slot).
 	StartTimeout time.Duration `yaml:"start_timeout"`
+}
+
+// Resume configures resumable /ws sessions (web.ResumeConfig).
+type Resume struct {
+	// TTL is how long a dropped session waits for its client; 0 = off.
+	TTL time.Duration `yaml:"ttl"`
+	// MaxParked bounds the dropped sessions kept at once (the oldest goes).
+	MaxParked int `yaml:"max_parked"`
 }
 
 // APILimits bound one /v1 request (llm/openaiapi.Limits).
@@ -301,6 +311,7 @@ func Default() Config {
 			Auth:           Auth{APIKeysEnv: "VOXPIPE_API_KEYS", TokenTTL: 5 * time.Minute}, //nolint:gosec // G101: the variable's name, not a key
 			AllowedOrigins: []string{},
 			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second, StartTimeout: 10 * time.Second},
+			Resume:         Resume{TTL: time.Minute, MaxParked: 1024},
 			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
 			Admission:      Admission{TargetUtilization: 0.8, SessionCPU: 0.25, MaxV2VMs: 0},
 			Xiaozhi: Xiaozhi{Enabled: true, OTAPath: "/xiaozhi/ota/", WSPath: "/xiaozhi/v1/", ProtocolVersion: 1,

@@ -114,6 +114,8 @@ func (c *Config) Validate() error {
 	v.intRange("server.limits.sessions_per_minute", s.Limits.SessionsPerMinute, 0, 1<<20)
 	v.durRange("server.limits.max_session", s.Limits.MaxSession, 0, 7*24*time.Hour)
 	v.durRange("server.limits.header_timeout", s.Limits.HeaderTimeout, 100*time.Millisecond, time.Hour)
+	v.durRange("server.resume.ttl", s.Resume.TTL, 0, 24*time.Hour)
+	v.intRange("server.resume.max_parked", s.Resume.MaxParked, 1, 1000000)
 	v.durRange("server.limits.start_timeout", s.Limits.StartTimeout, 100*time.Millisecond, time.Hour)
 	v.intRange("server.api.max_body_bytes", int(s.API.MaxBodyBytes), 1024, 1<<30)
 	v.intRange("server.api.max_messages", s.API.MaxMessages, 1, 4096)

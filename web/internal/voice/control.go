@@ -27,6 +27,9 @@ type Message struct {
 	Encoding         string     `json:"encoding"`
 	OutputSampleRate int        `json:"output_sample_rate"`
 	Client           ClientInfo `json:"client"`
+	// Resume, when set, is the session_token of a dropped session to
+	// continue (docs/protocol.md).
+	Resume string `json:"resume"`
 
 	// playback_start, interrupt
 	Turn     int     `json:"turn"`
