@@ -306,7 +306,7 @@ func (rs *rtcSession) serve() {
 	rs.started.Store(true)
 	go func() {
 		defer close(rs.out)
-		rs.runErr <- runSession(rs.ctx, sess, rs.in, rs.out, rs.log)
+		rs.runErr <- rs.srv.runSession(rs.ctx, recording{id: rs.id, inRate: rtcRate, outRate: rtcRate}, sess, rs.in, rs.out, rs.log)
 	}()
 	w.loop()
 	if err := <-rs.runErr; err != nil && !errors.Is(err, context.Canceled) {

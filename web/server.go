@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/voxpipe/voxpipe/internal/record"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/web/access"
 	"github.com/voxpipe/voxpipe/web/xiaozhi"
@@ -52,6 +53,9 @@ type Config struct {
 	Access access.Config
 	// MaxSession ends a session that has run this long; 0 = no limit.
 	MaxSession time.Duration
+	// Recorder, when set, records every /ws and WebRTC session (audio both
+	// ways, events, traces; internal/record).
+	Recorder *record.Recorder
 	// Resume keeps a dropped /ws session's conversation for its client to
 	// resume (resume.go); the zero value turns it off.
 	Resume ResumeConfig

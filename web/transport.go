@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/voxpipe/voxpipe/internal/record"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/web/internal/voice"
 	"github.com/voxpipe/voxpipe/web/xiaozhi"
@@ -42,8 +45,93 @@ func fillAudioFormat(ev *pipeline.Event, encoding string, rate int) {
 	}
 }
 
-// runSession runs sess; a panic in it becomes an error wrapping errInternal.
-func runSession(ctx context.Context, sess *pipeline.Session, in <-chan pipeline.Input, out chan<- pipeline.Output, log zerolog.Logger) error {
+// recording names a session for Config.Recorder: its id and its audio
+// rates in and out.
+type recording struct {
+	id              string
+	inRate, outRate int
+}
+
+// runSession runs sess, recorded when the server records sessions; a
+// panic in it becomes an error wrapping errInternal.
+func (s *Server) runSession(ctx context.Context, rec recording, sess *pipeline.Session, in <-chan pipeline.Input, out chan<- pipeline.Output, log zerolog.Logger) error {
+	if s.cfg.Recorder == nil {
+		return runGuarded(ctx, sess, in, out, log)
+	}
+	r, err := s.cfg.Recorder.Start(rec.id, rec.inRate, rec.outRate)
+	if err != nil {
+		// A recording is never worth a session.
+		log.Warn().Err(err).Msg("session not recorded")
+		return runGuarded(ctx, sess, in, out, log)
+	}
+	err = runRecorded(ctx, r, sess, in, out, log)
+	if dir, cerr := r.Close(); cerr != nil {
+		log.Warn().Err(cerr).Msg("recording dropped")
+	} else {
+		log.Debug().Str("recording", dir).Msg("session recorded")
+	}
+	return err
+}
+
+// runRecorded runs sess between two tees that record what passes: the
+// client's input (copied, since a transport reuses its audio buffers once
+// the session has taken them) and the session's output.
+func runRecorded(ctx context.Context, r *record.Session, sess *pipeline.Session, in <-chan pipeline.Input, out chan<- pipeline.Output, log zerolog.Logger) error {
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	in2 := make(chan pipeline.Input)
+	out2 := make(chan pipeline.Output)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(in2)
+		for {
+			var m pipeline.Input
+			select {
+			case v, ok := <-in:
+				if !ok {
+					return
+				}
+				m = v
+			case <-tctx.Done():
+				return
+			}
+			if m.Event != nil {
+				r.Event("in", m.Event)
+			} else {
+				r.In(m.Audio)
+				m.Audio = slices.Clone(m.Audio)
+			}
+			select {
+			case in2 <- m:
+			case <-tctx.Done():
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		for o := range out2 { // until the session has returned
+			if o.Event != nil {
+				r.Event("out", o.Event)
+			} else {
+				r.Out(o.Audio)
+			}
+			if ctx.Err() == nil {
+				select {
+				case out <- o:
+				case <-ctx.Done():
+				}
+			}
+		}
+	})
+	err := runGuarded(tctx, sess, in2, out2, log)
+	close(out2)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// runGuarded runs sess; a panic in it becomes an error wrapping errInternal.
+func runGuarded(ctx context.Context, sess *pipeline.Session, in <-chan pipeline.Input, out chan<- pipeline.Output, log zerolog.Logger) error {
 	err := voice.Run(ctx, sess, in, out, log)
 	if errors.Is(err, voice.ErrPanic) {
 		return fmt.Errorf("%w: %w", errInternal, err)

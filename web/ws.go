@@ -330,7 +330,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	}
 	c.wg.Go(func() {
 		defer close(c.out)
-		err := runSession(c.ctx, sess, c.in, c.out, c.log)
+		err := c.srv.runSession(c.ctx, recording{id: c.id, inRate: msg.SampleRate, outRate: outRate}, sess, c.in, c.out, c.log)
 		c.sessErr = err
 		c.runErr <- err
 	})

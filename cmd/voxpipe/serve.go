@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/internal/record"
 	"github.com/voxpipe/voxpipe/internal/logging"
 	"github.com/voxpipe/voxpipe/llm/openaiapi"
 	"github.com/voxpipe/voxpipe/web"
@@ -132,6 +133,14 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	apiLim := apiLimits(cfg.Server.API)
 	var ws *web.Server
 	apiLim.OnReject = apiRejections(&ws)
+	var rec *record.Recorder
+	if rc := cfg.Server.Record; rc.Enabled {
+		if rec, err = record.New(record.Config{Dir: rc.Dir, MaxRecordings: rc.MaxRecordings, MaxBytes: rc.MaxBytes, MaxAge: rc.MaxAge},
+			log.With().Str("component", "record").Logger()); err != nil {
+			return fmt.Errorf("server.record (%s): %w", cfg.Origin("server.record.dir"), err)
+		}
+		log.Info().Str("dir", rc.Dir).Msg("recording every session")
+	}
 	ws, err = web.New(web.Config{
 		MaxSessions:   maxSessions,
 		Admission:     admission,
@@ -144,6 +153,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		Access:        acc,
 		MaxSession:    cfg.Server.Limits.MaxSession,
 		StartTimeout:  cfg.Server.Limits.StartTimeout,
+		Recorder:      rec,
 		Resume:        web.ResumeConfig{TTL: cfg.Server.Resume.TTL, MaxParked: cfg.Server.Resume.MaxParked},
 	}, be, log.With().Str("component", "web").Logger())
 	if err != nil {

@@ -57,7 +57,9 @@ type Server struct {
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	Limits       Limits        `yaml:"limits"`
 	// Resume keeps a dropped /ws session for its client to resume.
-	Resume Resume    `yaml:"resume"`
+	Resume Resume `yaml:"resume"`
+	// Record records sessions (internal/record); off by default.
+	Record Record    `yaml:"record"`
 	API    APILimits `yaml:"api"`
 	// Admission and the admin listener (capacity.go).
 	Admission Admission `yaml:"admission"`
@@ -112,6 +114,15 @@ type Resume struct {
 	TTL time.Duration `yaml:"ttl"`
 	// MaxParked bounds the dropped sessions kept at once (the oldest goes).
 	MaxParked int `yaml:"max_parked"`
+}
+
+// Record configures per-session recordings (internal/record.Config).
+type Record struct {
+	Enabled       bool          `yaml:"enabled"`
+	Dir           string        `yaml:"dir"`
+	MaxRecordings int           `yaml:"max_recordings"` // 0 = no bound
+	MaxBytes      int64         `yaml:"max_bytes"`      // the folder's total, and one recording's audio; 0 = no bound
+	MaxAge        time.Duration `yaml:"max_age"`        // 0 = no bound
 }
 
 // APILimits bound one /v1 request (llm/openaiapi.Limits).
@@ -312,6 +323,7 @@ func Default() Config {
 			AllowedOrigins: []string{},
 			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second, StartTimeout: 10 * time.Second},
 			Resume:         Resume{TTL: time.Minute, MaxParked: 1024},
+			Record:         Record{Dir: "recordings", MaxRecordings: 100, MaxBytes: 1 << 30, MaxAge: 7 * 24 * time.Hour},
 			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
 			Admission:      Admission{TargetUtilization: 0.8, SessionCPU: 0.25, MaxV2VMs: 0},
 			Xiaozhi: Xiaozhi{Enabled: true, OTAPath: "/xiaozhi/ota/", WSPath: "/xiaozhi/v1/", ProtocolVersion: 1,

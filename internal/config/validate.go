@@ -115,6 +115,14 @@ func (c *Config) Validate() error {
 	v.durRange("server.limits.max_session", s.Limits.MaxSession, 0, 7*24*time.Hour)
 	v.durRange("server.limits.header_timeout", s.Limits.HeaderTimeout, 100*time.Millisecond, time.Hour)
 	v.durRange("server.resume.ttl", s.Resume.TTL, 0, 24*time.Hour)
+	if s.Record.Enabled && s.Record.Dir == "" {
+		v.fail("server.record.dir", "must be set when server.record.enabled is true")
+	}
+	v.intRange("server.record.max_recordings", s.Record.MaxRecordings, 0, 10000000)
+	v.durRange("server.record.max_age", s.Record.MaxAge, 0, 10*365*24*time.Hour)
+	if s.Record.MaxBytes < 0 {
+		v.fail("server.record.max_bytes", "must not be negative")
+	}
 	v.intRange("server.resume.max_parked", s.Resume.MaxParked, 1, 1000000)
 	v.durRange("server.limits.start_timeout", s.Limits.StartTimeout, 100*time.Millisecond, time.Hour)
 	v.intRange("server.api.max_body_bytes", int(s.API.MaxBodyBytes), 1024, 1<<30)
