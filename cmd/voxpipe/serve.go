@@ -14,8 +14,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
-	"github.com/voxpipe/voxpipe/internal/record"
 	"github.com/voxpipe/voxpipe/internal/logging"
+	"github.com/voxpipe/voxpipe/internal/record"
 	"github.com/voxpipe/voxpipe/llm/openaiapi"
 	"github.com/voxpipe/voxpipe/web"
 	"github.com/voxpipe/voxpipe/web/xiaozhi"

@@ -339,8 +339,8 @@ func wavHeader(rate int, data uint32) []byte {
 	h = binary.LittleEndian.AppendUint32(h, 36+data)
 	h = append(h, "WAVEfmt "...)
 	h = binary.LittleEndian.AppendUint32(h, 16)
-	h = binary.LittleEndian.AppendUint16(h, 1) // PCM
-	h = binary.LittleEndian.AppendUint16(h, 1) // mono
+	h = binary.LittleEndian.AppendUint16(h, 1)              // PCM
+	h = binary.LittleEndian.AppendUint16(h, 1)              // mono
 	h = binary.LittleEndian.AppendUint32(h, uint32(rate))   //nolint:gosec // a sample rate
 	h = binary.LittleEndian.AppendUint32(h, uint32(2*rate)) //nolint:gosec // bytes per second
 	h = binary.LittleEndian.AppendUint16(h, 2)              // block align
