@@ -1,6 +1,9 @@
 package espeak
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrNoCgo is returned by every constructor when built without cgo.
@@ -16,3 +19,16 @@ var (
 	// ErrSynth is returned when espeak-ng itself fails.
 	ErrSynth = errors.New("espeak: synthesis failed")
 )
+
+// CallbackPanic is what Synthesize panics with when the chunk callback
+// panicked: the callback's panic value and its stack. The synthesis was
+// stopped through espeak's own abort path first, so the engine is clean and
+// its lock free.
+type CallbackPanic struct {
+	Value any
+	Stack []byte
+}
+
+func (p *CallbackPanic) Error() string {
+	return fmt.Sprintf("espeak: panic in the chunk callback: %v", p.Value)
+}

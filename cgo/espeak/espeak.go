@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/cgo"
+	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 )
@@ -106,11 +107,14 @@ func (s *Speaker) Close() error {
 // call is the state of one synthesis, reached from the C callback through a
 // cgo.Handle.
 type call struct {
-	ctx   context.Context
-	emit  EmitFunc
-	err   error
-	total int // samples received so far
-	words wordTracker
+	ctx  context.Context
+	emit EmitFunc
+	err  error
+	// panicked is a panic recovered in the callback, re-raised by
+	// Synthesize after the C call returned.
+	panicked *CallbackPanic
+	total    int // samples received so far
+	words    wordTracker
 }
 
 // Synthesize speaks text, calling emit with each chunk as espeak produces
@@ -162,6 +166,9 @@ func (s *Speaker) Synthesize(ctx context.Context, text string, opts Options, emi
 		return err
 	}
 	rc := C.vp_espeak_synth(C.uintptr_t(h), ctext)
+	if c.panicked != nil {
+		panic(c.panicked)
+	}
 	if c.err != nil {
 		return c.err
 	}
@@ -178,12 +185,22 @@ func (s *Speaker) Synthesize(ctx context.Context, text string, opts Options, emi
 }
 
 //export goEspeakChunk
-func goEspeakChunk(handle C.uintptr_t, wav *C.short, n C.int, events *C.espeak_EVENT, nev, done C.int) C.int {
+func goEspeakChunk(handle C.uintptr_t, wav *C.short, n C.int, events *C.espeak_EVENT, nev, done C.int) (ret C.int) {
 	const abort, cont = 1, 0
 	if handle == 0 {
 		return abort
 	}
 	c := cgo.Handle(handle).Value().(*call)
+	// A panic must not unwind through espeak's C frames: espeak would keep
+	// the unfinished text's state and mix it into the next synthesis. It
+	// aborts the synthesis cleanly and Synthesize re-raises it once espeak
+	// has returned and the engine lock is free.
+	defer func() {
+		if p := recover(); p != nil {
+			c.panicked = &CallbackPanic{Value: p, Stack: debug.Stack()}
+			ret = abort
+		}
+	}()
 	if c.err != nil {
 		return abort
 	}

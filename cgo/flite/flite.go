@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/cgo"
+	"runtime/debug"
 	"sync/atomic"
 	"unsafe"
 )
@@ -85,12 +86,15 @@ func (v *Voice) Close() error {
 // call is the state of one synthesis, reached from the C callback through a
 // cgo.Handle.
 type call struct {
-	ctx   context.Context
-	emit  EmitFunc
-	err   error
-	total int // samples received so far, across utterances
-	timer wordTimer
-	toks  []token
+	ctx  context.Context
+	emit EmitFunc
+	err  error
+	// panicked is a panic recovered in the callback, re-raised by
+	// Synthesize after the C call returned.
+	panicked *CallbackPanic
+	total    int // samples received so far, across utterances
+	timer    wordTimer
+	toks     []token
 }
 
 // Synthesize speaks text, calling emit with each chunk as flite produces it.
@@ -118,7 +122,7 @@ func (v *Voice) Synthesize(ctx context.Context, text string, opts Options, emit 
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	defer func() { <-engine }()
+	defer func() { <-engine }() // before a re-raised callback panic goes on
 	stretch := float64(v.cv.default_stretch)
 	if opts.Rate > 0 {
 		stretch /= opts.Rate
@@ -129,6 +133,9 @@ func (v *Voice) Synthesize(ctx context.Context, text string, opts Options, emit 
 	}
 	if C.vp_flite_synth(v.cv, C.uintptr_t(h), ctext, C.float(stretch), C.float(f0)) != 0 {
 		return fmt.Errorf("flite: voice %s: %w", v.name, ErrSynth)
+	}
+	if c.panicked != nil {
+		panic(c.panicked)
 	}
 	if c.err != nil {
 		return c.err
@@ -150,8 +157,17 @@ func speakable(text string) bool {
 }
 
 //export goFliteChunk
-func goFliteChunk(handle C.uintptr_t, samples *C.short, n, last, newUtt C.int, toks *C.vp_flite_token, ntok C.int) C.int {
+func goFliteChunk(handle C.uintptr_t, samples *C.short, n, last, newUtt C.int, toks *C.vp_flite_token, ntok C.int) (ret C.int) {
 	c := cgo.Handle(handle).Value().(*call)
+	// A panic must not unwind through flite's C frames (flite would be
+	// left mid-utterance): it stops the synthesis cleanly and Synthesize
+	// re-raises it once flite has returned and the engine lock is free.
+	defer func() {
+		if p := recover(); p != nil {
+			c.panicked = &CallbackPanic{Value: p, Stack: debug.Stack()}
+			ret = C.CST_AUDIO_STREAM_STOP
+		}
+	}()
 	if c.err != nil {
 		return C.CST_AUDIO_STREAM_STOP
 	}
