@@ -318,6 +318,17 @@ func (o sessionObserver) TurnTraced(tr pipeline.Trace) {
 	}
 }
 
+// WatchReplacements exports voxpipe_engine_replacements_total{engine}:
+// replaced reports how many times that engine's failing instance was
+// replaced (internal/renew).
+func (m *Metrics) WatchReplacements(engine string, replaced func() int) {
+	m.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "voxpipe_engine_replacements_total",
+		Help:        "Engine instances (asr, tts) replaced after failing asr.replace_after / tts.replace_after times in a row.",
+		ConstLabels: prometheus.Labels{"engine": engine},
+	}, func() float64 { return float64(replaced()) }))
+}
+
 // EngineStats is what the in-process LLM engine reports for its gauges.
 type EngineStats struct {
 	Batch, Queued         int

@@ -8,9 +8,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/voxpipe/voxpipe/asr"
 	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/internal/renew"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine"
 	"github.com/voxpipe/voxpipe/pipeline"
@@ -73,8 +76,9 @@ func names[T any](m map[string]T) []string {
 }
 
 // openBackends loads the three configured engines. On error nothing is
-// left open. The closers are returned in the order to close them.
-func openBackends(c *config.Config) (pipeline.Backends, []io.Closer, error) {
+// left open. The closers are returned in the order to close them. log
+// gets engine replacements (internal/renew).
+func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io.Closer, error) {
 	if err := checkBackendNames(c); err != nil {
 		return pipeline.Backends{}, nil, err
 	}
@@ -88,16 +92,19 @@ func openBackends(c *config.Config) (pipeline.Backends, []io.Closer, error) {
 		return fail(fmt.Errorf("llm %s: %w", c.LLM.Backend, err))
 	}
 	be.LLM, closers = model, append(closers, cl)
-	rec, cl, err := asrBackends[c.ASR.Backend](c)
+	// A failing ASR or TTS instance is replaced by a fresh one (internal/renew).
+	rec, err := renew.NewASR(func() (asr.Recognizer, io.Closer, error) { return asrBackends[c.ASR.Backend](c) },
+		renew.Options{After: c.ASR.ReplaceAfter, Name: "asr " + c.ASR.Backend, Log: log})
 	if err != nil {
 		return fail(fmt.Errorf("asr %s: %w", c.ASR.Backend, err))
 	}
-	be.ASR, closers = rec, append(closers, cl)
-	synth, cl, err := ttsBackends[c.TTS.Backend](c)
+	be.ASR, closers = rec, append(closers, rec)
+	synth, err := renew.NewTTS(func() (tts.Synthesizer, io.Closer, error) { return ttsBackends[c.TTS.Backend](c) },
+		renew.Options{After: c.TTS.ReplaceAfter, Name: "tts " + c.TTS.Backend, Log: log})
 	if err != nil {
 		return fail(fmt.Errorf("tts %s: %w", c.TTS.Backend, err))
 	}
-	be.TTS, closers = synth, append(closers, cl)
+	be.TTS, closers = synth, append(closers, synth)
 	if t := c.Pipeline.Turn; t.Mode == string(endturn.ModeSemantic) {
 		// Its own small engine, whatever the LLM backend: loaded once here.
 		sessions := int(c.Server.MaxSessions)

@@ -136,7 +136,7 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: --log %q: %w", errCommandLine, *logLevel, err)
 	}
 	log := zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
-	be, closers, err := openBackends(cfg)
+	be, closers, err := openBackends(cfg, log)
 	if err != nil {
 		return err
 	}

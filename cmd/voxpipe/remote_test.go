@@ -39,7 +39,7 @@ func TestMissingCredentialsNameTheVariable(t *testing.T) {
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := openBackends(&cfg)
+		_, _, err := openBackends(&cfg, zerolog.Nop())
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("have %v, want one line containing %q", err, tc.want)
 		}

@@ -108,7 +108,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	be, closers, err := openBackends(cfg)
+	be, closers, err := openBackends(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -158,6 +158,11 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}, be, log.With().Str("component", "web").Logger())
 	if err != nil {
 		return err
+	}
+	for name, e := range map[string]any{"asr": be.ASR, "tts": be.TTS} {
+		if r, ok := e.(interface{ Replaced() int }); ok {
+			ws.Metrics().WatchReplacements(name, r.Replaced)
+		}
 	}
 	stopObserving, err := observe(cfg, be, ws, log) //nolint:contextcheck // exporters and the admin server live until stopObserving
 	if err != nil {

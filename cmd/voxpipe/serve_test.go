@@ -90,7 +90,7 @@ func TestLoadConfigErrors(t *testing.T) {
 func TestUnknownBackendRefusesToStart(t *testing.T) {
 	cfg := config.Default()
 	cfg.LLM.Backend = "gemini"
-	_, _, err := openBackends(&cfg)
+	_, _, err := openBackends(&cfg, zerolog.Nop())
 	if !errors.Is(err, errBackend) || !strings.Contains(err.Error(), "known: ark, engine, openai") {
 		t.Fatalf("have %v, want errBackend listing engine", err)
 	}

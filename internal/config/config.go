@@ -218,10 +218,13 @@ type VAD struct {
 
 // ASR selects the speech recogniser.
 type ASR struct {
-	Backend string    `yaml:"backend"` // sphinx|volc|openai
-	Sphinx  Sphinx    `yaml:"sphinx"`
-	Volc    VolcASR   `yaml:"volc"`   // remote.go
-	OpenAI  OpenAIASR `yaml:"openai"` // remote.go
+	Backend string `yaml:"backend"` // sphinx|volc|openai
+	// ReplaceAfter failed utterances in a row replace the engine instance
+	// (internal/renew); 0 = never.
+	ReplaceAfter int       `yaml:"replace_after"`
+	Sphinx       Sphinx    `yaml:"sphinx"`
+	Volc         VolcASR   `yaml:"volc"`   // remote.go
+	OpenAI       OpenAIASR `yaml:"openai"` // remote.go
 }
 
 // Sphinx configures asr/sphinx. Empty paths mean the Debian package's files.
@@ -287,11 +290,14 @@ type Knowledge struct {
 
 // TTS selects the speech synthesiser.
 type TTS struct {
-	Backend string    `yaml:"backend"` // flite|espeak|volc|openai
-	Flite   Flite     `yaml:"flite"`
-	Espeak  Espeak    `yaml:"espeak"`
-	Volc    VolcTTS   `yaml:"volc"`   // remote.go
-	OpenAI  OpenAITTS `yaml:"openai"` // remote.go
+	Backend string `yaml:"backend"` // flite|espeak|volc|openai
+	// ReplaceAfter failed syntheses in a row replace the engine instance
+	// (internal/renew); 0 = never.
+	ReplaceAfter int       `yaml:"replace_after"`
+	Flite        Flite     `yaml:"flite"`
+	Espeak       Espeak    `yaml:"espeak"`
+	Volc         VolcTTS   `yaml:"volc"`   // remote.go
+	OpenAI       OpenAITTS `yaml:"openai"` // remote.go
 }
 
 // Flite configures tts/flite.
@@ -351,7 +357,8 @@ func Default() Config {
 			Apology:         "Sorry, something went wrong. Please say that again.",
 		},
 		ASR: ASR{
-			Backend: "sphinx",
+			Backend:      "sphinx",
+			ReplaceAfter: 3,
 			Sphinx: Sphinx{FirstPassOnly: true, Bestpath: true, PoolSize: 2, PoolMaxIdle: 8, WarmUp: true,
 				CMNInit: "45.85,-1.85,2.51,7.13,1.15,-1.18,-2.50,0.54,-1.82,-1.05,-4.48,-1.63,1.76"},
 		},
@@ -378,9 +385,10 @@ func Default() Config {
 			MaxContextTokens: 120,
 		},
 		TTS: TTS{
-			Backend: "flite",
-			Flite:   Flite{Voice: "slt", Rate: 1.0},
-			Espeak:  Espeak{Voice: "en-us", Rate: 175, Pitch: 50},
+			Backend:      "flite",
+			ReplaceAfter: 3,
+			Flite:        Flite{Voice: "slt", Rate: 1.0},
+			Espeak:       Espeak{Voice: "en-us", Rate: 175, Pitch: 50},
 		},
 	}
 	setRemoteDefaults(&c)

@@ -114,6 +114,8 @@ func (c *Config) Validate() error {
 	v.intRange("server.limits.sessions_per_minute", s.Limits.SessionsPerMinute, 0, 1<<20)
 	v.durRange("server.limits.max_session", s.Limits.MaxSession, 0, 7*24*time.Hour)
 	v.durRange("server.limits.header_timeout", s.Limits.HeaderTimeout, 100*time.Millisecond, time.Hour)
+	v.intRange("asr.replace_after", c.ASR.ReplaceAfter, 0, 1000)
+	v.intRange("tts.replace_after", c.TTS.ReplaceAfter, 0, 1000)
 	v.durRange("server.resume.ttl", s.Resume.TTL, 0, 24*time.Hour)
 	if s.Record.Enabled && s.Record.Dir == "" {
 		v.fail("server.record.dir", "must be set when server.record.enabled is true")
