@@ -219,7 +219,7 @@ type VAD struct {
 // ASR selects the speech recogniser.
 type ASR struct {
 	Backend string `yaml:"backend"` // sphinx|volc|openai
-	// ReplaceAfter failed utterances in a row replace the engine instance
+	// ReplaceAfter failed utterances among the last 2×ReplaceAfter replace the engine instance
 	// (internal/renew); 0 = never.
 	ReplaceAfter int       `yaml:"replace_after"`
 	Sphinx       Sphinx    `yaml:"sphinx"`
@@ -291,7 +291,7 @@ type Knowledge struct {
 // TTS selects the speech synthesiser.
 type TTS struct {
 	Backend string `yaml:"backend"` // flite|espeak|volc|openai
-	// ReplaceAfter failed syntheses in a row replace the engine instance
+	// ReplaceAfter failed syntheses among the last 2×ReplaceAfter replace the engine instance
 	// (internal/renew); 0 = never.
 	ReplaceAfter int       `yaml:"replace_after"`
 	Flite        Flite     `yaml:"flite"`

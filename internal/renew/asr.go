@@ -9,7 +9,7 @@ import (
 )
 
 // ASR is an asr.Recognizer (and asr.Sessioner) that replaces its instance
-// after Options.After failed utterances in a row. It is safe for
+// after Options.After failed utterances among the last 2×After. It is safe for
 // concurrent use.
 type ASR struct {
 	c *core[asr.Recognizer]

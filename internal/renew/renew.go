@@ -4,8 +4,9 @@
 // function. Every utterance (ASR: Start, the stream's Writes and its Close)
 // and every synthesis (TTS) is a success or a failure; a failure is an
 // error the caller did not cause (not its context ending, not a sample rate
-// the engine refuses) or a panic. After Options.After failures in a row the
-// wrapper builds a fresh instance in the background, keeps serving from the
+// the engine refuses) or a panic. After Options.After failures among the
+// last 2×After calls (not only in a row: one bad decoder in a pool of
+// several fails every other utterance) the wrapper builds a fresh instance in the background, keeps serving from the
 // old one meanwhile, then switches: new calls go to the new instance, calls
 // in flight finish on the old one, which is closed when the last of them
 // ends. A failed build is logged and tried again after the next After
@@ -28,7 +29,8 @@ import (
 
 // Options tune a wrapper.
 type Options struct {
-	// After is how many failures in a row replace the instance; 0 = never.
+	// After is how many failures among the last 2×After calls replace the
+	// instance; 0 = never.
 	After int
 	// Name names the engine in log lines ("asr sphinx").
 	Name string
@@ -58,7 +60,8 @@ type core[T any] struct {
 
 	mu         sync.Mutex // guards the fields below and every instance's refs and retired
 	cur        *instance[T]
-	fails      int // failures in a row of cur
+	recent     []bool // cur's last 2×After outcomes, true = failed (a ring)
+	next       int    // where recent's next outcome goes
 	rebuilding bool
 	closed     bool
 	replaced   int
@@ -111,15 +114,24 @@ func (c *core[T]) result(i *instance[T], err error) {
 	if i != c.cur {
 		return // the old instance's failures no longer matter
 	}
-	if err == nil {
-		c.fails = 0
+	if c.opts.After == 0 {
 		return
 	}
-	c.fails++
-	if c.opts.After == 0 || c.fails < c.opts.After || c.rebuilding || c.closed {
+	if c.recent == nil {
+		c.recent = make([]bool, 2*c.opts.After)
+	}
+	c.recent[c.next] = err != nil
+	c.next = (c.next + 1) % len(c.recent)
+	fails := 0
+	for _, f := range c.recent {
+		if f {
+			fails++
+		}
+	}
+	if err == nil || fails < c.opts.After || c.rebuilding || c.closed {
 		return
 	}
-	c.opts.Log.Warn().Str("engine", c.opts.Name).Int("failures", c.fails).AnErr("last", err).
+	c.opts.Log.Warn().Str("engine", c.opts.Name).Int("failures", fails).Int("of", len(c.recent)).AnErr("last", err).
 		Msg("engine instance keeps failing: building a new one")
 	c.rebuilding = true
 	c.wg.Go(c.rebuild)
@@ -129,7 +141,7 @@ func (c *core[T]) rebuild() {
 	v, cl, err := c.safeBuild()
 	c.mu.Lock()
 	c.rebuilding = false
-	c.fails = 0
+	clear(c.recent)
 	if err != nil || c.closed {
 		closed := c.closed
 		c.mu.Unlock()

@@ -331,3 +331,41 @@ func TestTTSReplaced(t *testing.T) {
 		}
 	})
 }
+
+// One bad decoder among several fails every other utterance: that is
+// caught too (3 of the last 6), while a rare failure is not.
+func TestASRIntermittentReplaced(t *testing.T) {
+	b := &builder{fault: func(r *fakeRec) { r.broken = true }}
+	a, err := NewASR(b.build, Options{After: 3, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// Alternate: the broken instance fails, a "good decoder" result in between.
+	i := a.c.acquire()
+	a.c.release(i)
+	for k := range 6 {
+		if k%2 == 1 {
+			a.c.result(i, nil)
+			continue
+		}
+		_ = utter(t, a)
+	}
+	waitReplaced(t, a.Replaced, 1)
+
+	// A healthy instance with one failure in 6 stays.
+	a.c.mu.Lock()
+	cur := a.c.cur
+	a.c.mu.Unlock()
+	for k := range 12 {
+		if k%6 == 0 {
+			a.c.result(cur, errBroken)
+		} else {
+			a.c.result(cur, nil)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if a.Replaced() != 1 {
+		t.Errorf("replaced %d times, want 1 (one failure in 6 is not a broken instance)", a.Replaced())
+	}
+}

@@ -9,7 +9,7 @@ import (
 )
 
 // TTS is a tts.Synthesizer that replaces its instance after Options.After
-// failed syntheses in a row. A replacement must speak at the first
+// failed syntheses among the last 2×After. A replacement must speak at the first
 // instance's sample rate (sessions were set up for it); one that does not is
 // discarded as a failed build. It is safe for concurrent use.
 type TTS struct {
