@@ -323,9 +323,10 @@ func xzPayload(version int, b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// sendPCM encodes one 60 ms frame and sends it in the session's framing.
-func (d *device) sendPCM(pcm []int16, packet, frame []byte) error {
-	n, err := d.enc.Encode(pcm, packet)
+// sendPCM encodes one 60 ms frame with enc and sends it in the session's
+// framing.
+func (d *device) sendPCM(enc *audio.OpusEncoder, pcm []int16, packet, frame []byte) error {
+	n, err := enc.Encode(pcm, packet)
 	if err != nil {
 		return err
 	}
@@ -350,12 +351,20 @@ func (d *device) loop(ctx context.Context, speech []int16, msgs <-chan xzIncomin
 	frame := make([]byte, 16+audio.MaxOpusPacket)
 	buf := make([]int16, xzFrame)
 	if d.cfg.WakeWord != "" {
-		// The 2 s before detection, sent at once, then detect.
+		// The 2 s before detection, sent at once, then detect. The
+		// firmware encodes the burst with an encoder of its own, opened
+		// for it and closed after it (AfeAudioEngine::EncodeWakeWordData),
+		// so the speech that follows continues the main encoder's stream:
+		// a server that does not decode the burst stays in step with it.
+		burst, err := audio.NewOpusEncoder(XiaozhiRate, 32000)
+		if err != nil {
+			return err
+		}
 		for i := range xzBurstFrame {
 			for j := range buf {
 				buf[j] = int16((i*31 + j*17) % 64)
 			}
-			if err := d.sendPCM(buf, packet, frame); err != nil {
+			if err := d.sendPCM(burst, buf, packet, frame); err != nil {
 				return err
 			}
 		}
@@ -443,7 +452,7 @@ func (d *device) loop(ctx context.Context, speech []int16, msgs <-chan xzIncomin
 				copy(buf, speech[off:])
 			}
 			next++
-			if err := d.sendPCM(buf, packet, frame); err != nil {
+			if err := d.sendPCM(d.enc, buf, packet, frame); err != nil {
 				return fmt.Errorf("voiceclient: send audio: %w", err)
 			}
 			d.meter.Sent(buf, time.Now())

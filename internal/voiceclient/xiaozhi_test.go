@@ -1,11 +1,13 @@
 package voiceclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,6 @@ import (
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
-	"github.com/voxpipe/voxpipe/tts"
 	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
 	"github.com/voxpipe/voxpipe/web"
 	"github.com/voxpipe/voxpipe/web/xiaozhi"
@@ -45,14 +46,11 @@ func (m xzModel) Stream(ctx context.Context, _ llm.Request) (<-chan llm.Token, e
 	return out, nil
 }
 
-const (
-	xzQuestion = "go forward ten meters"
-	xzReply    = "Moving forward ten meters now."
-)
+const xzReply = "Moving forward ten meters now."
 
 // xiaozhiServer runs a voxpipe server with the device endpoints mounted
-// (pocketsphinx, flite, a canned LLM) and returns its base URL and flite.
-func xiaozhiServer(t *testing.T, answer string) (string, tts.Synthesizer) {
+// (pocketsphinx, flite, a canned LLM) and returns its base URL.
+func xiaozhiServer(t *testing.T, answer string) string {
 	t.Helper()
 	rec, err := asrsphinx.New(asrsphinx.DefaultConfig())
 	if err != nil {
@@ -78,31 +76,38 @@ func xiaozhiServer(t *testing.T, answer string) (string, tts.Synthesizer) {
 		_ = srv.Shutdown(ctx)
 		hs.Close()
 	})
-	return hs.URL, synth
+	return hs.URL
 }
 
-func speak16k(t *testing.T, synth tts.Synthesizer, text string) []int16 {
-	t.Helper()
-	ch := make(chan tts.Chunk, 64)
-	errc := make(chan error, 1)
-	go func() { errc <- synth.Synthesize(context.Background(), text, ch); close(ch) }()
-	var pcm []int16
-	for c := range ch {
-		pcm = append(pcm, c.PCM...)
+// goforward is pocketsphinx-testdata's "go forward ten meters" (16 kHz)
+// after 0.3 s of silence: a real recording, the same bytes every time.
+func goforward(tb testing.TB) []int16 {
+	tb.Helper()
+	raw, err := os.ReadFile("/usr/share/pocketsphinx/test/data/goforward.raw")
+	if err != nil {
+		tb.Skipf("recording missing (requires pocketsphinx-testdata): %v", err)
 	}
-	if err := <-errc; err != nil || synth.SampleRate() != XiaozhiRate {
-		t.Fatalf("flite: %v at %d Hz", err, synth.SampleRate())
+	speech := make([]int16, XiaozhiRate*3/10, XiaozhiRate*3/10+len(raw)/2)
+	for i := 0; i+1 < len(raw); i += 2 {
+		speech = append(speech, int16(uint16(raw[i])|uint16(raw[i+1])<<8))
 	}
-	return append(make([]int16, XiaozhiRate/4), pcm...)
+	return speech
 }
 
 // TestRunXiaozhi plays a device through the OTA check, in each listening
-// mode and framing, and with an abort: every turn is measured like /ws's.
+// mode and framing, and with an abort: every turn is measured like /ws's,
+// and every mode hears the recording as pocketsphinx hears it uncoded.
 //
-// Each case gets its own server. The transcript of this Opus-coded flite
-// question varies from run to run ("go forward ten years", "though forward
-// to any errors" for "go forward ten meters"), more often on a server that
-// already served a device; the cause is not found yet (session 5 note).
+// Session 5 saw this test's transcripts vary from run to run. Two causes,
+// both in the test's input, not the server: the question was synthesized by
+// flite's slt voice, whose excitation is random (every synthesis in the
+// process differs; pocketsphinx heard alternate ones as "go forward ten
+// years" and "though far into any errors"), and the client encoded its
+// wake-word burst on the encoder the question continued, which the server
+// (rightly) never decodes, so the question's first packets reached a
+// decoder out of step with their encoder ("go far in ten years"). The
+// firmware encodes the burst on an encoder of its own; so does the client
+// now, and the question is a real recording.
 func TestRunXiaozhi(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -113,8 +118,8 @@ func TestRunXiaozhi(t *testing.T) {
 		{"realtime v2 abort", XiaozhiConfig{Mode: ModeRealtime, Version: 2, AbortAfter: 300 * time.Millisecond}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			base, synth := xiaozhiServer(t, xzReply)
-			speech := speak16k(t, synth, xzQuestion)
+			base := xiaozhiServer(t, xzReply)
+			speech := goforward(t)
 			cfg := tc.cfg
 			cfg.OTAURL = base + "/xiaozhi/ota/"
 			cfg.Turns = 1
@@ -128,11 +133,12 @@ func TestRunXiaozhi(t *testing.T) {
 				t.Fatalf("%d turns, want 1", len(res.Turns))
 			}
 			tr := res.Turns[0]
-			// The protocol and the measurement are under test here, not
-			// recognition: this Opus-coded flite question decodes
-			// differently from run to run (see the comment above).
-			if strings.TrimSpace(tr.Transcript) == "" || tr.HeardMs == nil || tr.VoiceToVoiceMs == nil || tr.AnswerAudioMs <= 0 {
+			if tr.HeardMs == nil || tr.VoiceToVoiceMs == nil || tr.AnswerAudioMs <= 0 {
 				t.Fatalf("turn %+v", tr)
+			}
+			// Anything else means the audio arrived damaged.
+			if tr.Transcript != "go forward ten meters" {
+				t.Errorf("transcript %q, want %q", tr.Transcript, "go forward ten meters")
 			}
 			if *tr.HeardMs < *tr.VoiceToVoiceMs {
 				t.Errorf("heard %.0f ms before the first audio arrived (%.0f ms)", *tr.HeardMs, *tr.VoiceToVoiceMs)
@@ -249,11 +255,82 @@ func TestRunXiaozhiAnswerBeforeTheAudioEnds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v after %v", err, time.Since(started).Round(time.Millisecond))
 	}
-	if len(res.Turns) != 1 || res.Turns[0].Transcript != "hello" || res.Turns[0].HeardMs == nil || res.Turns[0].AnswerAudioMs != 180 {
+	if len(res.Turns) != 1 || res.Turns[0].Transcript != "hello" || res.Turns[0].AnswerAudioMs != 180 {
 		t.Fatalf("turns %+v", res.Turns)
 	}
 	// 1.3 s of audio, 0.18 s of answer, the 0.3 s tail and a margin.
 	if took := time.Since(started); took > 3*time.Second {
 		t.Errorf("the run took %v after the answer ended", took)
+	}
+}
+
+// TestRunXiaozhiBurstOnItsOwnEncoder: like the firmware, the client encodes
+// the wake-word burst on an encoder of its own, so the question's first
+// packet is what a fresh encoder makes of it: a server that skips the burst
+// (it is not part of the question) decodes the question in step.
+func TestRunXiaozhiBurstOnItsOwnEncoder(t *testing.T) {
+	enc, err := audio.NewOpusEncoder(XiaozhiRate, 32000)
+	if err != nil {
+		t.Skipf("opus unavailable (requires cgo and libopus-dev): %v", err)
+	}
+	type seen struct {
+		burst int    // packets before listen start
+		first []byte // the first packet after it
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := (&websocket.Upgrader{}).Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.Close()
+		if _, _, err := ws.ReadMessage(); err != nil {
+			return
+		}
+		if ws.WriteJSON(map[string]any{"type": "hello", "transport": "websocket", "session_id": "s1",
+			"audio_params": map[string]any{"sample_rate": 24000}}) != nil {
+			return
+		}
+		var s seen
+		listening := false
+		for {
+			typ, data, err := ws.ReadMessage()
+			if err != nil {
+				return
+			}
+			switch {
+			case typ == websocket.TextMessage && strings.Contains(string(data), `"start"`):
+				listening = true
+			case typ == websocket.BinaryMessage && !listening:
+				s.burst++
+			case typ == websocket.BinaryMessage:
+				s.first = data
+				got <- s
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	speech := make([]int16, XiaozhiRate/2)
+	for i := range speech {
+		speech[i] = int16(8000 * math.Sin(float64(i)*2*math.Pi*300/XiaozhiRate))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = RunXiaozhi(ctx, XiaozhiConfig{URL: "ws" + strings.TrimPrefix(srv.URL, "http"), WakeWord: "Hi ESP",
+		Timeout: time.Second}, speech)
+	var s seen
+	select {
+	case s = <-got:
+	default:
+		t.Fatal("the server saw no packet after listen start")
+	}
+	want := make([]byte, audio.MaxOpusPacket)
+	n, err := enc.Encode(speech[:xzFrame], want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.burst != xzBurstFrame || !bytes.Equal(s.first, want[:n]) {
+		t.Errorf("%d burst packets (want %d); first question packet %x, want a fresh encoder's %x", s.burst, xzBurstFrame, s.first, want[:n])
 	}
 }

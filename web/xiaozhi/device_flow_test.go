@@ -22,7 +22,7 @@ func speakTurn(t *testing.T, ts *testServer, d *fakeDevice, mode string, burst b
 		// ~2 s of audio before detection, as fast as the link allows, before
 		// any listen message: it holds the wake word and must not become a
 		// turn of its own.
-		d.stream(speak(t, synth, "hey there hello"), false)
+		d.burst(speak(t, synth, "hey there hello"))
 		d.sendJSON(map[string]any{"type": "listen", "state": "detect", "text": "Hi ESP"})
 	}
 	d.sendJSON(map[string]any{"type": "listen", "state": "start", "mode": mode})

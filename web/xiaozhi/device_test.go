@@ -189,6 +189,23 @@ func (d *fakeDevice) stream(pcm []int16, paced bool) {
 	}
 }
 
+// burst sends pcm as fast as the link allows, encoded as the firmware
+// encodes its wake-word audio: on an encoder opened for the burst and
+// closed after it (AfeAudioEngine::EncodeWakeWordData), so the main
+// encoder's stream, which the question continues, is untouched.
+func (d *fakeDevice) burst(pcm []int16) {
+	d.t.Helper()
+	enc, err := audio.NewOpusEncoder(16000, 32000)
+	if err != nil {
+		d.t.Errorf("device burst encoder: %v", err)
+		return
+	}
+	main := d.enc
+	d.enc = enc
+	d.stream(pcm, false)
+	d.enc = main
+}
+
 // streamUntil sends silence packets in real time until stop returns true
 // (a device listening while the server thinks), at most for max.
 func (d *fakeDevice) streamUntil(stop func() bool, max time.Duration) {
