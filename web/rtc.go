@@ -389,10 +389,7 @@ func (rs *rtcSession) onTrack(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) 
 		if !rs.started.Load() {
 			continue // nothing listens yet
 		}
-		if err := pkt.Unmarshal(buf[:n]); err != nil || len(pkt.Payload) == 0 {
-			continue
-		}
-		queued, p := up.Write(pkt.Payload)
+		queued, p := rtpAudio(&pkt, buf[:n], up)
 		switch {
 		case p != nil:
 			rs.srv.metrics.frameRejected(p.Code)
@@ -400,6 +397,17 @@ func (rs *rtcSession) onTrack(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) 
 			rs.srv.metrics.FrameDropped(reasonInputFull)
 		}
 	}
+}
+
+// rtpAudio queues the Opus payload of one RTP packet (data, read into pkt)
+// on up. A packet that does not parse or carries no payload is skipped
+// (queued true: there is nothing to count); an undecodable payload is a
+// bad_audio problem; queued false means the session's input was full.
+func rtpAudio(pkt *rtp.Packet, data []byte, up *voice.Uplink) (queued bool, p *voice.Problem) {
+	if err := pkt.Unmarshal(data); err != nil || len(pkt.Payload) == 0 {
+		return true, nil
+	}
+	return up.Write(pkt.Payload)
 }
 
 func (rs *rtcSession) onDataChannel(dc *webrtc.DataChannel) {
