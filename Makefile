@@ -20,7 +20,7 @@ BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz clean train-deps train-data train-demo train-draft train-bench-pair train-eou
+.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz soak clean train-deps train-data train-demo train-draft train-bench-pair train-eou
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -89,6 +89,11 @@ fuzz: deps ## every fuzz target for FUZZTIME each (default 10s)
 			$(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 		done; \
 	done
+
+SOAK_DURATION ?= 10m
+SOAK_SESSIONS ?= 16
+soak: build ## not part of test: SOAK_SESSIONS (16) devices for SOAK_DURATION (10m) against a server started on loopback, with drops + resume, barge-ins, a stalled reader and malformed frames; goroutines, open files and RSS at start and end
+	$(BIN)/voxbench soak --server $(BIN)/voxpipe --sessions $(SOAK_SESSIONS) --duration $(SOAK_DURATION) --server-log $(BIN)/soak-server.log
 
 # golangci-lint v2 (.golangci.yml), installed into bin/ by go install from
 # the module proxy the first time (several minutes: it builds from source).

@@ -13,6 +13,7 @@
 //	         [--turns 3 | --duration 60s] [--wav F ... | --dir D] [--slo-ms 800]
 //	         [--json] [--plot out.svg] [--markdown]
 //	voxbench doc --results r.json [--gobench go-bench.txt] [--out docs/performance.md]
+//	voxbench soak [--server bin/voxpipe | --url ws://HOST/ws] [--sessions 16] [--duration 10m] (soak.go)
 //
 // Without --wav or --dir it speaks a built-in question set with flite (in
 // memory, at run time). A file F.wav is scored against F.txt when present.
@@ -133,6 +134,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "soak" {
+		return runSoak(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "doc" {
 		stop := context.AfterFunc(ctx, func() { os.Exit(130) }) // a file job: Ctrl-C ends it at once
 		defer stop()
