@@ -258,19 +258,8 @@ func (p *pacer) end(ctx context.Context, t *turn, kind pacerReportKind) error {
 // sendTrace sends the turn's trace event and hands the trace to the Observer.
 func (p *pacer) sendTrace(ctx context.Context, t *turn) error {
 	tr := t.trace.snapshot()
-	ev := &Event{
-		Type: EventTrace, Turn: t.id, Marks: tr.SinceSpeechEnd(), Interrupted: tr.Interrupted,
-		PromptTokens: tr.PromptTokens, CachedTokens: tr.CachedTokens, EarlyTokens: tr.EarlyTokens,
-		TTFTMs:            tr.TTFTMs(),
-		EndOfTurn:         tr.EndOfTurn,
-		KnowledgePassages: tr.KnowledgePassages, KnowledgeTokens: tr.KnowledgeTokens,
-	}
-	if v2v, ok := tr.VoiceToVoice(); ok {
-		ev.VoiceToVoiceMs = &v2v
-	}
-	if heard, ok := tr.Heard(); ok {
-		ev.HeardMs = &heard
-	}
+	ev := tr.Event()
+	ev.Turn = t.id
 	p.obs.TurnTraced(tr) // first: whoever sees the event may read the metrics
 	return p.send(ctx, Output{Event: ev})
 }

@@ -46,6 +46,25 @@ const (
 	TTFTCompute = "ttft_compute"
 )
 
+// Event returns the trace event a session sends its client at the end of
+// the turn (EventTrace, docs/protocol.md).
+func (t Trace) Event() *Event {
+	ev := &Event{
+		Type: EventTrace, Turn: t.Turn, Marks: t.SinceSpeechEnd(), Interrupted: t.Interrupted,
+		PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, EarlyTokens: t.EarlyTokens,
+		TTFTMs:            t.TTFTMs(),
+		EndOfTurn:         t.EndOfTurn,
+		KnowledgePassages: t.KnowledgePassages, KnowledgeTokens: t.KnowledgeTokens,
+	}
+	if v2v, ok := t.VoiceToVoice(); ok {
+		ev.VoiceToVoiceMs = &v2v
+	}
+	if heard, ok := t.Heard(); ok {
+		ev.HeardMs = &heard
+	}
+	return ev
+}
+
 // TTFTMs returns TTFT in milliseconds, or nil when there is none.
 func (t Trace) TTFTMs() map[string]float64 {
 	if len(t.TTFT) == 0 {

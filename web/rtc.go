@@ -286,7 +286,7 @@ func (rs *rtcSession) serve() {
 
 	cfg := rs.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = rtcRate, rtcRate
-	sess, p := voice.Start(rs.id, cfg, rs.srv.backends, rs.srv.metrics.ForSession(rs.id, rs.srv.observer(transportWebRTC)), rs.sessLog)
+	sess, p := voice.Start(rs.id, cfg, rs.srv.backends, rs.srv.metrics.ForSession(rs.id, rs.srv.observer(transportWebRTC, rs.id, "")), rs.sessLog)
 	if p != nil {
 		rs.log.Error().Str("code", p.Code).Str("reason", p.Message).Msg("rtc session")
 		rs.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: pipeline.CodeInternal, Message: p.Message})

@@ -97,6 +97,7 @@ type Server struct {
 	handler          http.Handler // mux behind guard
 	limitsHit        *prometheus.CounterVec
 	resume           *resumeStore
+	traces           *traceLog // the recent turns, for GET /traces
 
 	// baseCtx parents every connection's context; cancelled by Shutdown.
 	baseCtx    context.Context
@@ -148,6 +149,7 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		rtcs:     map[*rtcSession]struct{}{},
 		devices:  map[*device]struct{}{},
 		mux:      http.NewServeMux(),
+		traces:   newTraceLog(),
 	}
 	s.transportMetrics = newTransportMetrics(s.metrics.Registry())
 	rtcAPI, err := newRTCAPI(cfg.RTC)
@@ -182,6 +184,7 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		return nil, fmt.Errorf("web: embedded ui: %w", err)
 	}
 	s.mux.HandleFunc("GET /healthz", s.serveHealth)
+	s.mux.HandleFunc("GET "+TracesPath, s.serveTraces)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{}))
 	if cfg.API != nil {
 		s.mux.Handle("/v1/", cfg.API)

@@ -182,15 +182,18 @@ type transportObserver struct {
 	v2v, heard          prometheus.Observer
 	completed, interrup prometheus.Counter
 	limit               func(string) // Server.LimitRejected
+	rec                 traceRecorder
 }
 
 // TurnLimited counts an utterance ended at pipeline.Config.MaxTurn.
 func (o *transportObserver) TurnLimited() { o.limit("max_turn") }
 
-// observer returns the Observer for a session over transport.
-func (s *Server) observer(transport string) pipeline.Observer {
+// observer returns the Observer for session over transport (device: a
+// xiaozhi session's device id); its turns go to GET /traces too.
+func (s *Server) observer(transport, session, device string) pipeline.Observer {
 	tm := s.transportMetrics
 	return &transportObserver{
+		rec:       traceRecorder{log: s.traces, session: session, transport: transport, name: device},
 		Metrics:   s.metrics,
 		v2v:       tm.voiceToVoice.WithLabelValues(transport),
 		heard:     tm.heard.WithLabelValues(transport),
@@ -202,6 +205,7 @@ func (s *Server) observer(transport string) pipeline.Observer {
 
 func (o *transportObserver) TurnTraced(tr pipeline.Trace) {
 	o.Metrics.TurnTraced(tr)
+	o.rec.record(tr)
 	if ms, ok := tr.VoiceToVoice(); ok && ms >= 0 {
 		o.v2v.Observe(ms / 1000)
 	}
@@ -224,7 +228,10 @@ func (s *Server) mountXiaozhi(cfg xiaozhi.Config) error {
 	h, err := xiaozhi.New(cfg, xiaozhi.Host{
 		Backends: s.backends,
 		Pipeline: s.cfg.Pipeline,
-		Observer: s.observer(transportXiaozhi),
+		Observer: s.observer(transportXiaozhi, "", ""),
+		SessionObserver: func(info xiaozhi.SessionInfo) pipeline.Observer {
+			return s.metrics.ForSession(info.ID, s.observer(transportXiaozhi, info.ID, info.DeviceID))
+		},
 		Reserve: func() (func(), string) {
 			if reason := s.reserve(); reason != "" {
 				s.metrics.sessionRejected(reason)

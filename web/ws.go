@@ -290,7 +290,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	cfg := c.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = msg.SampleRate, outRate
 	log := c.sessLog.With().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Logger()
-	sess, p := voice.Start(c.id, cfg, c.srv.backends, c.srv.metrics.ForSession(c.id, c.srv.observer(transportWS)), log)
+	sess, p := voice.Start(c.id, cfg, c.srv.backends, c.srv.metrics.ForSession(c.id, c.srv.observer(transportWS, c.id, "")), log)
 	if p != nil {
 		c.rejectProblem(p, 0)
 		return

@@ -6,8 +6,8 @@
 // Rules, by path:
 //   - /ws, /rtc/offer, /xiaozhi/ (sessions): origin, then key or token,
 //     then the per-IP session rate.
-//   - /v1/ (the OpenAI API), /rtc/config (it holds TURN credentials):
-//     origin, then key or token.
+//   - /v1/ (the OpenAI API), /rtc/config (it holds TURN credentials),
+//     /traces (every session's recent turns): origin, then key or token.
 //   - POST /auth/token: origin, then a key (not a token); it answers a token.
 //   - everything else (the page, /healthz, /metrics): open.
 //
@@ -143,7 +143,7 @@ func ruleFor(path string) rule {
 	switch {
 	case path == "/ws", path == "/rtc/offer", strings.HasPrefix(path, "/xiaozhi/"):
 		return session
-	case strings.HasPrefix(path, "/v1/"), path == "/v1", path == "/rtc/config":
+	case strings.HasPrefix(path, "/v1/"), path == "/v1", path == "/rtc/config", path == "/traces":
 		return authOnly
 	case path == TokenPath:
 		return tokenEndpoint

@@ -79,7 +79,7 @@ func TestKeysAndTokens(t *testing.T) {
 	var rejected []string
 	g := New(Config{Keys: ParseKeys(" k-one , ,k-two"), TokenTTL: time.Minute, Now: clk.now, OnReject: func(l string) { rejected = append(rejected, l) }})
 	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
-	for _, p := range []string{"/ws", "/rtc/offer", "/rtc/config", "/v1/models", "/xiaozhi/v1/"} {
+	for _, p := range []string{"/ws", "/rtc/offer", "/rtc/config", "/v1/models", "/xiaozhi/v1/", "/traces"} {
 		w := do(h, "GET", p)
 		if w.Code != http.StatusUnauthorized || code(t, w) != CodeUnauthorized || !strings.Contains(w.Body.String(), "Bearer") {
 			t.Errorf("%s without a key: %d %s", p, w.Code, w.Body)

@@ -24,6 +24,9 @@ const state = window.voxpipe = {
   heardAfterMs: {},  // turn → ms from that event to audible playback
   jitterBufferMs: null,
   jitterBufferTarget: null, // what the receiver's jitterBufferTarget was set to (ms), null if unsupported
+  deviceSessions: [],  // recent xiaozhi sessions (GET /traces), for the overlay's picker
+  source: "",          // the session the overlay shows: "" = this page's
+  sourceTraces: [],    // that session's traces, oldest first
 };
 
 // firstAudible returns the index of the first sample of the first audible
@@ -137,8 +140,9 @@ function onEvent(ev) {
     }
     case "trace":
       state.traces.push(ev);
-      session.sampleStats?.().then(renderChart);
       if (ev.interrupted) bubble(ev.turn, "bot").classList.add("cut");
+      if (state.source) break; // the overlay shows a device's session
+      session.sampleStats?.().then(renderChart);
       renderTrace(ev);
       break;
     case "error":
@@ -522,7 +526,8 @@ function renderTrace(ev) {
   const server = serverMs(ev);
   $("v2vServer").textContent = server != null ? `· server ${Math.round(server)} ms` : "";
   $("v2vServer").title = "first_audible_out - speech_end: when the server sent the first audible frame";
-  $("v2vTurn").textContent = `· turn ${ev.turn}${ev.interrupted ? " · barge-in" : ""}`;
+  $("v2vTurn").textContent = `· turn ${ev.turn}${ev.interrupted ? " · barge-in" : ""}` +
+    (ev.transport ? ` · ${ev.transport} ${ev.device || ev.session?.slice(0, 8) || ""}` : "");
   const wf = $("waterfall");
   wf.replaceChildren();
   const span = Math.max(1, ...WATERFALL.map((k) => m[k] ?? 0));
@@ -573,7 +578,7 @@ function percentile(sorted, p) {
 }
 
 function renderChart() {
-  const turns = state.traces.filter((t) => heardMs(t) != null).slice(-HISTORY_TURNS);
+  const turns = (state.source ? state.sourceTraces : state.traces).filter((t) => heardMs(t) != null).slice(-HISTORY_TURNS);
   const canvas = $("chart");
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 300, h = 120;
@@ -614,6 +619,87 @@ function setOverlay(on) {
   $("overlayToggle").setAttribute("aria-pressed", String(on));
   localStorage.setItem("voxpipe.overlay", on ? "1" : "0");
   if (on) renderChart();
+  clearInterval(tracePoll);
+  tracePoll = on ? setInterval(pollTraces, TRACE_POLL_MS) : 0;
+  if (on) pollTraces();
+}
+
+// ---------- device sessions in the overlay (GET /traces) ----------
+
+// Devices (xiaozhi speakers) have no page: the overlay can show one of
+// their recent sessions instead of this page's, from the server's log of
+// recent turns. The picker appears once the server reports any.
+const TRACE_POLL_MS = 2000;
+let tracePoll = 0;
+
+async function getTraces(query) {
+  const resp = await fetch(`/traces?${query}`, { headers: authHeaders(), cache: "no-store" });
+  if (!resp.ok) throw new Error(`GET /traces: ${resp.status}`);
+  return resp.json();
+}
+
+async function pollTraces() {
+  let got;
+  try {
+    got = await getTraces(state.source
+      ? `session=${encodeURIComponent(state.source)}&limit=${HISTORY_TURNS}`
+      : "transport=xiaozhi&limit=1");
+  } catch {
+    return; // an older server, or no access: the picker stays as it is
+  }
+  state.deviceSessions = got.sessions.filter((s) => s.transport === "xiaozhi");
+  renderSources();
+  if (!state.source) return;
+  const turns = got.turns.filter((t) => t.session === state.source);
+  const last = state.sourceTraces[state.sourceTraces.length - 1];
+  const newest = turns[turns.length - 1];
+  state.sourceTraces = turns;
+  if (newest && (!last || newest.at !== last.at || newest.turn !== last.turn)) renderTrace(newest);
+}
+
+function renderSources() {
+  const sel = $("traceSource");
+  const known = new Set(state.deviceSessions.map((s) => s.session));
+  if (state.source) known.add(state.source);
+  $("sourceRow").hidden = known.size === 0;
+  const want = ["", ...state.deviceSessions.map((s) => s.session)];
+  if (state.source && !want.includes(state.source)) want.push(state.source);
+  const have = [...sel.options].map((o) => o.value);
+  if (want.join("\n") === have.join("\n")) {
+    for (const o of sel.options) o.textContent = sourceLabel(o.value);
+    return;
+  }
+  sel.replaceChildren(...want.map((v) => {
+    const o = document.createElement("option");
+    o.value = v;
+    o.textContent = sourceLabel(v);
+    return o;
+  }));
+  sel.value = state.source;
+}
+
+function sourceLabel(id) {
+  if (!id) return "this page";
+  const s = state.deviceSessions.find((d) => d.session === id);
+  if (!s) return `device session ${id.slice(0, 8)}`;
+  return `xiaozhi ${s.device || s.session.slice(0, 8)} · ${s.turns} turn${s.turns === 1 ? "" : "s"}`;
+}
+
+function selectSource(id) {
+  state.source = id;
+  state.sourceTraces = [];
+  $("waterfall").replaceChildren();
+  $("v2v").textContent = "–";
+  $("v2vServer").textContent = "";
+  $("v2vTurn").textContent = "";
+  $("prefill").hidden = true;
+  if (!id) {
+    const last = state.traces[state.traces.length - 1];
+    if (last) renderTrace(last); else renderChart();
+    return;
+  }
+  renderChart();
+  pollTraces();
 }
 
 // ---------- wiring ----------
@@ -637,6 +723,7 @@ $("alwaysOn").addEventListener("change", (e) => {
   updateTalkButton();
 });
 $("overlayToggle").addEventListener("click", () => setOverlay(document.body.classList.contains("no-overlay")));
+$("traceSource").addEventListener("change", (e) => selectSource(e.target.value));
 document.addEventListener("click", () => { $("player").play?.().catch(() => {}); sharedCtx?.resume(); });
 window.addEventListener("resize", renderChart);
 window.addEventListener("pagehide", () => session?.close());

@@ -259,7 +259,11 @@ func (c *conn) hello(m deviceMessage) {
 	}
 	cfg := c.h.host.Pipeline
 	cfg.InputRate, cfg.OutputRate = uplinkRate, c.h.cfg.OutputRate
-	sess, p := voice.Start(c.id, cfg, c.h.host.Backends, c.h.host.Observer, c.h.host.Log.With().Str("device", c.info.DeviceID).Logger())
+	obs := c.h.host.Observer
+	if f := c.h.host.SessionObserver; f != nil {
+		obs = f(c.info)
+	}
+	sess, p := voice.Start(c.id, cfg, c.h.host.Backends, obs, c.h.host.Log.With().Str("device", c.info.DeviceID).Logger())
 	if p != nil {
 		c.reject(p.Code, p.Message, websocket.CloseInternalServerErr)
 		return

@@ -20,6 +20,10 @@ type Host struct {
 	Backends pipeline.Backends
 	Pipeline pipeline.Config   // the session template; rates are set per device
 	Observer pipeline.Observer // labelled transport=xiaozhi
+	// SessionObserver, when set, gives each device session its own
+	// Observer (which knows the session and device: tracers, the trace
+	// log) instead of Observer.
+	SessionObserver func(SessionInfo) pipeline.Observer
 	// Reserve takes a session slot: release frees it; a non-empty refusal
 	// (server full, shutting down) is answered with HTTP 503.
 	Reserve func() (release func(), refusal string)
