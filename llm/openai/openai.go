@@ -9,6 +9,11 @@
 // ends the answer with an error. HTTP 429 wraps llm.ErrBusy and, for the
 // time its Retry-After says, later requests fail fast without calling the
 // server. Cancelling the context closes the HTTP stream at once.
+//
+// A request's llm.Request.Conversation (the voice session's id) goes in
+// the X-Voxpipe-Conversation header, so a server that keeps per-
+// conversation state (voxpipe's /v1) keeps each session's KV cache apart;
+// other servers ignore the header.
 package openai
 
 import (
@@ -31,6 +36,10 @@ import (
 
 	"github.com/voxpipe/voxpipe/llm"
 )
+
+// conversationHeader carries llm.Request.Conversation (voxpipe's /v1 reads
+// it: llm/openaiapi.ConversationHeader).
+const conversationHeader = "X-Voxpipe-Conversation"
 
 // DefaultKeyEnv is the environment variable the API key is read from.
 const DefaultKeyEnv = "OPENAI_API_KEY"
@@ -288,7 +297,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 	stream := !c.cfg.NoStream
 	body := c.body(req, stream, maxTokens)
 	for attempt := 0; ; attempt++ {
-		err := c.attempt(rctx, body, stream, emit, pause, onEvent)
+		err := c.attempt(rctx, body, req.Conversation, stream, emit, pause, onEvent)
 		if err == nil || ctx.Err() != nil {
 			return
 		}
@@ -316,7 +325,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 
 // attempt sends one request and passes its tokens on. It returns nil when
 // the answer ended (Done sent, or ctx ended).
-func (c *Client) attempt(ctx context.Context, body []byte, stream bool, emit func(llm.Token) bool, pause, onEvent func()) error {
+func (c *Client) attempt(ctx context.Context, body []byte, conv string, stream bool, emit func(llm.Token) bool, pause, onEvent func()) error {
 	start := time.Now()
 	var wroteAt atomic.Int64 // set on the transport's goroutine
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(time.Now().UnixNano()) }}
@@ -330,6 +339,9 @@ func (c *Client) attempt(ctx context.Context, body []byte, stream bool, emit fun
 	}
 	if c.cfg.APIKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+c.cfg.APIKey)
+	}
+	if conv != "" {
+		hreq.Header.Set(conversationHeader, conv)
 	}
 	for k, v := range c.cfg.Headers {
 		hreq.Header.Set(k, v)
@@ -604,7 +616,7 @@ func (p *prefilling) Prefill(ctx context.Context, req llm.Request) (int, error) 
 	}
 	body := p.body(req, false, 1)
 	var usage *llm.Usage
-	err := p.attempt(ctx, body, false, func(t llm.Token) bool {
+	err := p.attempt(ctx, body, req.Conversation, false, func(t llm.Token) bool {
 		if t.Done {
 			usage = t.Usage
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/openaiapi"
 )
 
 var words = []string{"Hel", "lo", " there", "."}
@@ -315,5 +316,29 @@ func TestConnectionReused(t *testing.T) {
 	}
 	if n := conns.Load(); n != 1 {
 		t.Fatalf("%d connections for 3 requests", n)
+	}
+}
+
+// TestConversationHeader: the request's conversation goes in the header
+// voxpipe's /v1 reads, and only when there is one.
+func TestConversationHeader(t *testing.T) {
+	if conversationHeader != openaiapi.ConversationHeader {
+		t.Fatalf("client sends %q, /v1 reads %q", conversationHeader, openaiapi.ConversationHeader)
+	}
+	f := newFakeServer(t, step{words: []string{"a"}}, step{words: []string{"b"}})
+	c := client(t, f, nil)
+	for _, conv := range []string{"sess-1", ""} {
+		toks, err := c.Stream(context.Background(), llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}, Conversation: conv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range toks {
+		}
+	}
+	if got := f.header(0).Get(conversationHeader); got != "sess-1" {
+		t.Errorf("first request's header %q", got)
+	}
+	if got, ok := f.header(1)[http.CanonicalHeaderKey(conversationHeader)]; ok {
+		t.Errorf("a request without a conversation sent %q", got)
 	}
 }

@@ -117,3 +117,34 @@ func TestPrefillAgainstVoxpipeV1(t *testing.T) {
 	}
 	t.Logf("prefilled %d tokens; the final request found %d of %d cached", n, u.CachedTokens, u.PromptTokens)
 }
+
+// TestConversationsKeptApartOnV1: two sessions' turns interleaved through
+// one /v1 each find their own history cached, because the client names the
+// conversation and the server keeps each one's KV cache. (Sharing one
+// anonymous slot, the second session's request evicted the first's, and
+// the first's next turn found only the system prompt cached.)
+func TestConversationsKeptApartOnV1(t *testing.T) {
+	e := demoEngine(t)
+	c, err := NewClient(Config{BaseURL: voxpipeV1(t, e), Model: "voxpipe-demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sys := llm.Message{Role: llm.RoleSystem, Content: "You are voxpipe, a friendly voice assistant."}
+	history := map[string][]llm.Message{"a": {sys}, "b": {sys}}
+	turn := func(conv, q string) *llm.Usage {
+		msgs := append(history[conv], llm.Message{Role: llm.RoleUser, Content: q})
+		text, u := drain(t, c, llm.Request{Messages: msgs, MaxTokens: 12, Conversation: conv})
+		history[conv] = append(msgs, llm.Message{Role: llm.RoleAssistant, Content: text})
+		return u
+	}
+	first := turn("a", "What is the capital of France?")
+	turn("b", "Tell me a joke about cats and dogs.")
+	second := turn("a", "And of Spain?")
+	// Everything of a's first request is still there: its prompt, at
+	// least, comes from the cache.
+	if second == nil || second.CachedTokens < first.PromptTokens {
+		t.Fatalf("a's second turn found %+v cached; its first prompt was %d tokens", second, first.PromptTokens)
+	}
+	t.Logf("a's second turn: %d of %d prompt tokens cached", second.CachedTokens, second.PromptTokens)
+}

@@ -4,6 +4,12 @@
 // "data: {chunk}\n\n" lines, a first delta carrying the role, a last chunk
 // with finish_reason, usage in an extra chunk when
 // stream_options.include_usage is set, then "data: [DONE]".
+//
+// Conversations: a request names the conversation it continues with the
+// ConversationHeader header, or OpenAI's prompt_cache_key (or user) field;
+// the model keeps that conversation's state (the engine's KV cache) apart
+// from others', so concurrent remote sessions do not evict each other.
+// Without one, every request shares one anonymous conversation.
 package openaiapi
 
 import (
@@ -46,7 +52,18 @@ const (
 	DefaultMaxMessages  = 1024
 	MaxStops            = 4
 	MaxStopBytes        = 128
+	// MaxConversationBytes bounds a conversation id.
+	MaxConversationBytes = 256
 )
+
+// ConversationHeader is the request header that names the conversation a
+// request continues (voxpipe's llm/openai client sends its session id in
+// it). It takes precedence over the body's prompt_cache_key and user.
+const ConversationHeader = "X-Voxpipe-Conversation"
+
+// conversationPrefix keeps /v1 conversations apart from the voice
+// sessions' own on the same model.
+const conversationPrefix = "v1:"
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxBodyBytes <= 0 {
@@ -149,6 +166,10 @@ type chatRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	N *int `json:"n"`
+	// PromptCacheKey is OpenAI's cache-routing key; User its older
+	// end-user id. Either names the conversation when the header does not.
+	PromptCacheKey string `json:"prompt_cache_key"`
+	User           string `json:"user"`
 }
 
 type chatMessage struct {
@@ -287,6 +308,20 @@ func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiE
 	}
 	if out.MaxTokens == 0 && s.lim.MaxTokens > 0 {
 		out.MaxTokens = s.lim.MaxTokens
+	}
+	conv, param := r.Header.Get(ConversationHeader), "header "+ConversationHeader
+	switch {
+	case conv != "":
+	case req.PromptCacheKey != "":
+		conv, param = req.PromptCacheKey, "prompt_cache_key"
+	default:
+		conv, param = req.User, "user"
+	}
+	if len(conv) > MaxConversationBytes {
+		return nil, llm.Request{}, invalidRequest(fmt.Sprintf("%s is %d bytes; at most %d are allowed.", param, len(conv), MaxConversationBytes), param)
+	}
+	if conv != "" {
+		out.Conversation = conversationPrefix + conv
 	}
 	return &req, out, nil
 }

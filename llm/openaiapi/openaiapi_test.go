@@ -494,3 +494,48 @@ func newServerWith(t *testing.T, m llm.Model, lim Limits) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+// TestConversation: the header, else prompt_cache_key, else user names the
+// request's conversation (kept apart from the voice sessions' keys); none
+// leaves it anonymous; an over-long one is a 400 naming where it came from.
+func TestConversation(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":"y"}]`
+	cases := []struct {
+		name, header, extra, want string
+	}{
+		{"none", "", "", ""},
+		{"header", "sess-1", `,"prompt_cache_key":"k","user":"u"`, "v1:sess-1"},
+		{"prompt_cache_key", "", `,"prompt_cache_key":"k","user":"u"`, "v1:k"},
+		{"user", "", `,"user":"u"`, "v1:u"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := &scriptedModel{usage: &llm.Usage{}}
+			srv := newServer(t, m)
+			req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(body+c.extra+"}"))
+			if c.header != "" {
+				req.Header.Set(ConversationHeader, c.header)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || len(m.requests) != 1 {
+				t.Fatalf("status %d, %d requests", resp.StatusCode, len(m.requests))
+			}
+			if got := m.requests[0].Conversation; got != c.want {
+				t.Errorf("Conversation %q, want %q", got, c.want)
+			}
+		})
+	}
+	m := &scriptedModel{usage: &llm.Usage{}}
+	resp := post(t, newServer(t, m), body+`,"user":"`+strings.Repeat("u", MaxConversationBytes+1)+`"}`)
+	if e := decodeError(t, resp); resp.StatusCode != 400 || e.Error.Param == nil || *e.Error.Param != "user" {
+		t.Errorf("over-long user: status %d, %+v", resp.StatusCode, e.Error)
+	}
+	if len(m.requests) != 0 {
+		t.Error("the model saw a refused request")
+	}
+}
