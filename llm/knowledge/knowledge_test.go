@@ -104,10 +104,13 @@ func TestWrap(t *testing.T) {
 	if len(seen) != 2 || seen[0].Passages != 1 || seen[0].Tokens != words(Block(s.ps)) || seen[0].Cached || !seen[1].Cached {
 		t.Fatalf("observed %+v", seen)
 	}
-	// No passages, an assistant-last request, a failing index: the request goes unchanged.
+	// No passages, an assistant-last request, a message augmented upstream
+	// (another voxpipe using this one's /v1), a failing index: the request
+	// goes unchanged.
 	for _, msgs := range [][]llm.Message{
 		{{Role: llm.RoleUser, Content: "hello"}},
 		{{Role: llm.RoleUser, Content: "volcano"}, {Role: llm.RoleAssistant, Content: "A volcano is"}},
+		{{Role: llm.RoleUser, Content: want}},
 	} {
 		inner.reqs = nil
 		m.Stream(context.Background(), llm.Request{Messages: msgs})

@@ -49,6 +49,12 @@ func Augment(question string, ps []Passage) string {
 	return Block(ps) + templateQuestion + question
 }
 
+// Augmented reports whether a user message is already in the template's
+// form (passages, then the question).
+func Augmented(msg string) bool {
+	return strings.HasPrefix(msg, templateHead) && strings.Contains(msg, templateQuestion)
+}
+
 // Fit keeps the passages, in order, whose block fits in maxTokens as counted
 // by count; a first passage that alone is too long is cut at a word. With
 // maxTokens <= 0 or a nil count every passage is kept.

@@ -87,6 +87,12 @@ func (w *wrapped) augment(ctx context.Context, req llm.Request) llm.Request {
 		return req
 	}
 	q := req.Messages[n-1].Content
+	if Augmented(q) {
+		// Augmented upstream already: another voxpipe using this one's /v1
+		// as its remote LLM looked it up itself. A second block would
+		// look up the first one's words.
+		return req
+	}
 	start := time.Now()
 	lk, cached, err := w.lookup(ctx, q)
 	if err != nil {
