@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -226,6 +228,10 @@ type Index struct {
 	idx  bleve.Index
 	dir  string
 	docs uint64
+	// df caches document frequencies (rareTerms) by field and term;
+	// dfKeys counts the entries stored.
+	df     sync.Map
+	dfKeys atomic.Int64
 }
 
 func openIndex(dir string) (*Index, error) {

@@ -158,6 +158,8 @@ func (ix *Index) Search(ctx context.Context, question string, topK int, minScore
 		return nil, nil
 	}
 	text := strings.Join(content, " ")
+	an := ix.idx.Mapping().AnalyzerNamed(en.AnalyzerName)
+	qterms := terms(an, text)
 	var qs []query.Query
 	for p := range heads {
 		tq := bleve.NewTermQuery(p)
@@ -165,12 +167,18 @@ func (ix *Index) Search(ctx context.Context, question string, topK int, minScore
 		tq.SetBoost(5)
 		qs = append(qs, tq)
 	}
-	mt := bleve.NewMatchQuery(text)
-	mt.SetField(fieldTitle)
-	mt.SetBoost(2)
-	mx := bleve.NewMatchQuery(text)
-	mx.SetField(fieldText)
-	qs = append(qs, mt, mx)
+	for _, f := range []struct {
+		name  string
+		boost float64
+	}{{fieldTitle, 2}, {fieldText, 1}} {
+		rare, err := ix.rareTerms(ctx, f.name, qterms)
+		if err != nil {
+			return nil, err
+		}
+		if len(rare) > 0 {
+			qs = append(qs, matchTerms(f.name, rare, f.boost))
+		}
+	}
 	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), max(16, 4*topK), 0, false)
 	req.Fields = []string{fieldTitle, fieldText, fieldKind, fieldSrc}
 	res, err := ix.idx.SearchInContext(ctx, req)
@@ -180,8 +188,6 @@ func (ix *Index) Search(ctx context.Context, question string, topK int, minScore
 	if len(res.Hits) == 0 {
 		return nil, nil
 	}
-	an := ix.idx.Mapping().AnalyzerNamed(en.AnalyzerName)
-	qterms := terms(an, text)
 	best := res.Hits[0].Score
 	out := make([]knowledge.Passage, 0, len(res.Hits))
 	seen := map[string]bool{}
@@ -214,4 +220,91 @@ func (ix *Index) Search(ctx context.Context, question string, topK int, minScore
 		n++
 	}
 	return out[:n], nil
+}
+
+// matchTerms is bleve's match query (any of the terms, in field) on terms
+// already analysed.
+func matchTerms(field string, ts []string, boost float64) query.Query {
+	qs := make([]query.Query, len(ts))
+	for i, t := range ts {
+		tq := bleve.NewTermQuery(t)
+		tq.SetField(field)
+		tq.SetBoost(boost)
+		qs[i] = tq
+	}
+	d := bleve.NewDisjunctionQuery(qs...)
+	d.SetMin(1)
+	d.SetBoost(boost)
+	return d
+}
+
+// Common terms. A question's words that occur in over commonShare of the
+// passages' texts or titles (and in over commonMinDocs of them: "genus",
+// "state", "small" in the texts of the dictionary, "genus" and "family" in
+// its titles) are left out of that field's match: a
+// disjunction scores every passage that has any of its terms, so such a
+// word made a lookup walk thousands of postings (p99 5-6 ms against 0.15
+// ms typical) to add a few hundredths of a BM25 point, since their IDF is
+// low. Headword phrases still use every word. When every word is common,
+// the rarest is kept.
+const (
+	commonShare    = 0.01
+	commonMinDocs  = 1000
+	maxDocFreqKeys = 1 << 16 // document frequencies cached at most
+)
+
+// rareTerms returns ts without duplicates and without the terms common in
+// field (or, when all are common, the rarest).
+func (ix *Index) rareTerms(ctx context.Context, field string, ts []string) ([]string, error) {
+	limit := max(uint64(commonMinDocs), uint64(commonShare*float64(ix.docs)))
+	var out []string
+	rarest, rarestN := "", uint64(0)
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		n, err := ix.docFreq(ctx, field, t)
+		if err != nil {
+			return nil, err
+		}
+		if n <= limit {
+			out = append(out, t)
+		} else if rarest == "" || n < rarestN {
+			rarest, rarestN = t, n
+		}
+	}
+	if len(out) == 0 && rarest != "" {
+		out = append(out, rarest)
+	}
+	return out, nil
+}
+
+// docFreq is how many passages have term t in field (cached: the index is
+// read-only).
+func (ix *Index) docFreq(ctx context.Context, field, t string) (uint64, error) {
+	key := field + "\x00" + t
+	if n, ok := ix.df.Load(key); ok {
+		return n.(uint64), nil
+	}
+	adv, err := ix.idx.Advanced()
+	if err != nil {
+		return 0, fmt.Errorf("knowledge: search: %w", err)
+	}
+	r, err := adv.Reader()
+	if err != nil {
+		return 0, fmt.Errorf("knowledge: search: %w", err)
+	}
+	defer r.Close()
+	tfr, err := r.TermFieldReader(ctx, []byte(t), field, false, false, false)
+	if err != nil {
+		return 0, fmt.Errorf("knowledge: search: %w", err)
+	}
+	n := tfr.Count()
+	_ = tfr.Close() // a reader of a read-only snapshot: nothing to flush
+	if ix.dfKeys.Add(1) <= maxDocFreqKeys {
+		ix.df.Store(key, n)
+	}
+	return n, nil
 }
