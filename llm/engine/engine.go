@@ -210,6 +210,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		e.spec = newSpeculator(m.hp.vocab, d, cost)
 	case cfg.PromptLookup:
 		e.spec = newSpeculator(m.hp.vocab, nil, 0)
+		e.spec.stopAt = lookupStops(m.hp.vocab, tok.IsControl, tok.Piece)
 	}
 	if e.spec != nil {
 		e.spec.fixedK = min(max(cfg.SpecK, 0), specMaxK)

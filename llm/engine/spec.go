@@ -23,6 +23,10 @@ package engine
 //     measurements (chooseK): the target's pass time for each k, the draft
 //     step time, the round's other costs and the chance of keeping the
 //     proposal at each depth. Every 16 rounds a longer draft is probed.
+//     Prompt lookup keeps those chances apart by the length of the n-gram
+//     it matched (a trigram inside a quoted passage is kept far more often
+//     than a single repeated word), and ends a proposal before its first
+//     control token and after its first newline (specRound).
 //     On the demo model a verification row costs ~0.15-0.2 of a one-token
 //     step and a draft step ~0.1-0.15, which caps the speed-up near 1.3-1.5x
 //     at the distilled draft's acceptance; memory-bound targets gain more.
@@ -35,6 +39,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
@@ -42,6 +47,14 @@ import (
 
 // specMaxK bounds the proposals per round.
 const specMaxK = 8
+
+// specBuckets are the contexts acceptance is measured in: 0 for a draft
+// model, n for a prompt-lookup match of an n-gram (1-3). (Also keeping
+// apart matches whose proposal stops within 3 tokens, the question's
+// "volcano?" against the passage's "volcano: a fissure ...", gained in a
+// replay of grounded answers but not in measurement: 1.58-1.99x against
+// 1.91-2.17x.)
+const specBuckets = 4
 
 // draftOneThreadBytes is the weight size below which a draft model decodes
 // on one thread.
@@ -98,12 +111,15 @@ type speculator struct {
 
 	// Measured while decoding (EMAs): the wall time of a target pass over
 	// k+1 rows, of one draft step, and the chance that proposal j is kept
-	// given that the ones before it were. calibrate seeds the times.
+	// given that the ones before it were, in each bucket (the current
+	// round's is bucket). calibrate seeds the times.
 	passT      [specMaxK + 1]float64 // [0]: seconds of a one-token step; [k]: a (k+1)-row pass relative to it
 	passN      [specMaxK + 1]float64 // measurements behind passT[k] (capped): the weights of passLine's fit
 	draftT     float64               // a draft step relative to passT[0]
 	extraT     float64               // the rest of a speculative round: sampling and checking the rows, streaming
-	accAt      [specMaxK]float64
+	accAt      [specBuckets][specMaxK]float64
+	accSeen    [specBuckets][specMaxK]bool // accAt holds a measurement, not the prior
+	bucket     int
 	catchUp    time.Duration // total spent bringing a lagging draft model up to date
 	sinceProbe int           // rounds since the last probe
 	probeGap   int           // rounds between probes: minProbeGap, doubled after each losing probe
@@ -114,6 +130,9 @@ type speculator struct {
 	q      []float32 // [specMaxK][vocab] draft distributions (sampling)
 	p      []float32 // [vocab] target distribution (sampling)
 	recent []int32   // saved sampler window while drafting
+	// stopAt marks the tokens a lookup proposal ends at (stopBefore,
+	// stopAfter); nil: none.
+	stopAt []uint8
 }
 
 func newSpeculator(vocab int, draft *draftModel, draftCost float64) *speculator {
@@ -124,8 +143,10 @@ func newSpeculator(vocab int, draft *draftModel, draftCost float64) *speculator 
 		q:     make([]float32, specMaxK*vocab),
 		p:     make([]float32, vocab),
 	}
-	for j := range sp.accAt {
-		sp.accAt[j] = 0.6 // a prior that gets a draft tried
+	for b := range sp.accAt {
+		for j := range sp.accAt[b] {
+			sp.accAt[b][j] = 0.6 // a prior that gets a draft tried
+		}
 	}
 	sp.seedTimes(1e-3, 0.2, 0.1, draftCost)
 	return sp
@@ -207,13 +228,23 @@ func firstProbeGap(draftCost float64) int {
 	return minProbeGap
 }
 
-// bestK is the proposal count with the best expected tokens per second.
+// bestK is the proposal count with the best expected tokens per second
+// in the current bucket.
 func (sp *speculator) bestK() int {
 	best, bestK := 1.05/sp.passT[0], 0
 	tokens, keep := 1.0, 1.0
 	a, b := sp.passLine()
+	acc, seen := &sp.accAt[sp.bucket], &sp.accSeen[sp.bucket]
+	p := 0.0
 	for k := 1; k <= specMaxK; k++ {
-		keep *= sp.accAt[k-1]
+		// A depth never reached yet (proposals were shorter: the match
+		// ran out, or k stayed low) is expected to be kept as often as the
+		// one before it: with the prior, a quoting match whose first
+		// depths are kept 90% of the time would never be drafted long.
+		if seen[k-1] || k == 1 {
+			p = acc[k-1]
+		}
+		keep *= p
 		tokens += keep
 		pass := 1 + a + b*float64(k-1)
 		if rate := tokens / (sp.passT[0]*(pass+float64(k)*sp.draftT) + sp.extraT); rate > best {
@@ -245,13 +276,68 @@ func (sp *speculator) passLine() (a, b float64) {
 	return max((sy-b*sx)/sw, 0), b
 }
 
-// observe records whether the proposal at depth j was kept.
+// observe records whether the proposal at depth j was kept, in the
+// current bucket.
 func (sp *speculator) observe(j int, accepted bool) {
 	x := 0.0
 	if accepted {
 		x = 1
 	}
-	ema(&sp.accAt[j], x, accWeight)
+	acc, seen := &sp.accAt[sp.bucket], &sp.accSeen[sp.bucket]
+	if !seen[j] {
+		seen[j] = true
+		if j > 0 { // start from what bestK assumed (depth j-1 was just observed)
+			acc[j] = acc[j-1]
+		}
+	}
+	ema(&acc[j], x, accWeight)
+}
+
+// Where a prompt-lookup proposal ends (lookupStops).
+const (
+	// stopBefore: a control token. An answer ends there, so nothing after
+	// one can be kept, and proposing the end itself gains nothing: when
+	// the proposals before it are kept, the target's own next token is
+	// that end anyway.
+	stopBefore = 1 + iota
+	// stopAfter: a token with a newline. A quoted passage or line ends
+	// there and the prompt goes on with something else ("...gases
+	// erupt\n\nQuestion:").
+	stopAfter
+)
+
+// lookupStops marks the tokens a prompt-lookup proposal ends at.
+func lookupStops(vocab int, control func(int32) bool, piece func(int32) string) []uint8 {
+	stop := make([]uint8, vocab)
+	for id := range stop {
+		switch {
+		case control(int32(id)):
+			stop[id] = stopBefore
+		case strings.Contains(piece(int32(id)), "\n"):
+			stop[id] = stopAfter
+		}
+	}
+	return stop
+}
+
+// cutDraft is how many of props to propose: up to the first stop token,
+// and that token too when it is a newline.
+func (sp *speculator) cutDraft(props []int32) int {
+	if sp.stopAt == nil {
+		return len(props)
+	}
+	for i, id := range props {
+		if id < 0 || int(id) >= len(sp.stopAt) {
+			continue
+		}
+		switch sp.stopAt[id] {
+		case stopBefore:
+			return i
+		case stopAfter:
+			return i + 1
+		}
+	}
+	return len(props)
 }
 
 // calibrate measures the relative costs chooseK uses: the best of a few
@@ -549,18 +635,28 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	sampling := g.samp.p.temperature > 0
 	fail := func(err error) { g.ended, g.err = true, err }
 	k := 0
-	if sp != nil {
-		k = min(sp.chooseK(), g.maxTokens-g.count, e.cfg.ContextSize-pos-1)
-		// Prompt lookup costs nothing to ask: when the chooser says "no
-		// proposals" a strong match (two tokens or more, which mostly means
-		// the answer is quoting) still gets one, so quoting is noticed
-		// within a token instead of at the next probe.
-		if k == 0 && sp.draft == nil && g.maxTokens-g.count > 1 && pos+1 < e.cfg.ContextSize {
-			seq.tokens = append(seq.tokens, pending)
-			if _, n := lookupDraftN(seq.tokens, sp.batch[1:2], e.tok.IsControl); n >= 2 {
+	room := min(g.maxTokens-g.count, e.cfg.ContextSize-pos-1)
+	switch {
+	case sp != nil && sp.draft != nil:
+		sp.bucket = 0
+		k = min(sp.chooseK(), room)
+	case sp != nil && room > 0:
+		// Prompt lookup costs nothing to ask, so it is asked first: the
+		// length of its match picks the acceptance measurements k is
+		// chosen by, and the proposal ends at a stop token.
+		seq.tokens = append(seq.tokens, pending)
+		avail, n := lookupDraftN(seq.tokens, sp.batch[1:1+specMaxK], e.tok.IsControl)
+		seq.tokens = seq.tokens[:pos]
+		if avail = sp.cutDraft(sp.batch[1 : 1+avail]); avail > 0 {
+			sp.bucket = n
+			k = min(sp.chooseK(), avail, room)
+			// When the chooser says "no proposals" a strong match (two
+			// tokens or more, which mostly means the answer is quoting)
+			// still gets one, so quoting is noticed within a token instead
+			// of at the next probe.
+			if k == 0 && n >= 2 && room > 1 {
 				k = 1
 			}
-			seq.tokens = seq.tokens[:pos]
 		}
 	}
 	var roundStart time.Time
@@ -579,23 +675,21 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 				sp.probed(g.count-count0+1, d) // +1: the pending token the round fed
 			}
 		}()
-		seq.tokens = append(seq.tokens, pending) // history for the drafter; trimmed below
-		var err error
-		if sp.draft != nil {
+		if sp.draft != nil { // (prompt lookup has its proposals in sp.batch already)
+			seq.tokens = append(seq.tokens, pending) // history for the drafter
 			start, catchUp0 := time.Now(), sp.catchUp
+			var err error
 			k, err = e.proposeDraft(ctx, g.samp, seq.tokens, k, sampling)
+			seq.tokens = seq.tokens[:pos]
+			if err != nil {
+				fail(err)
+				return
+			}
 			if k > 0 {
 				d := time.Since(start)
 				parts += d.Seconds()
 				ema(&sp.draftT, (d-(sp.catchUp-catchUp0)).Seconds()/float64(k)/sp.passT[0], timeWeight)
 			}
-		} else {
-			k = lookupDraft(seq.tokens, sp.batch[1:1+k], e.tok.IsControl)
-		}
-		seq.tokens = seq.tokens[:pos]
-		if err != nil {
-			fail(err)
-			return
 		}
 	}
 	if k == 0 {

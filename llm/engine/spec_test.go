@@ -445,8 +445,8 @@ func TestChooseKFollowsMeasurements(t *testing.T) {
 	for k := 1; k <= specMaxK; k++ {
 		sp.passT[k] = 1 + 0.3*float64(k) // dearer rows
 	}
-	for j := range sp.accAt {
-		sp.accAt[j] = 0.7
+	for j := range sp.accAt[0] {
+		sp.accAt[0][j] = 0.7
 	}
 	if k := sp.bestK(); k < 1 || k > 3 {
 		t.Errorf("70%% kept, rows at 0.3 of a step: k %d, want 1-3", k)
@@ -533,5 +533,57 @@ func BenchmarkSpecDecodeStep(b *testing.B) {
 		if derr != nil {
 			b.Fatal(derr)
 		}
+	}
+}
+
+// A lookup proposal ends before its first control token and after its
+// first newline, and
+// acceptance is measured apart for each match length: single-word matches
+// that keep failing do not shorten the drafts of trigram matches.
+func TestLookupStopsAndBuckets(t *testing.T) {
+	pieces := []string{"", "a", " b", ".\n", "\n\n", "c"}
+	stop := lookupStops(len(pieces), func(id int32) bool { return id == 0 }, func(id int32) string { return pieces[id] })
+	if want := []uint8{stopBefore, 0, 0, stopAfter, stopAfter, 0}; !slices.Equal(stop, want) {
+		t.Fatalf("stops %v, want %v", stop, want)
+	}
+	sp := newSpeculator(len(pieces), nil, 0.05)
+	sp.stopAt = stop
+	for _, c := range []struct {
+		props []int32
+		want  int
+	}{{[]int32{1, 2, 5}, 3}, {[]int32{1, 3, 5, 1}, 2}, {[]int32{1, 2, 0, 1}, 2}, {[]int32{0, 1}, 0}, {nil, 0}} {
+		if got := sp.cutDraft(c.props); got != c.want {
+			t.Errorf("cutDraft(%v) = %d, want %d", c.props, got, c.want)
+		}
+	}
+	sp.passT[0] = 1e-3
+	for k := 1; k <= specMaxK; k++ {
+		sp.passT[k] = 1 + 0.1*float64(k)
+	}
+	for i := 0; i < 100; i++ {
+		for j := 0; j < specMaxK; j++ {
+			sp.bucket = 1
+			sp.observe(j, false)
+			sp.bucket = 3
+			sp.observe(j, true)
+		}
+	}
+	sp.bucket = 1
+	if k := sp.bestK(); k != 0 {
+		t.Errorf("single-word matches never kept: k %d, want 0", k)
+	}
+	sp.bucket = 3
+	if k := sp.bestK(); k != specMaxK {
+		t.Errorf("trigram matches always kept: k %d, want %d", k, specMaxK)
+	}
+	// Depths never reached are expected to go as the last one reached,
+	// not as the prior.
+	sp.bucket = 2
+	for i := 0; i < 50; i++ {
+		sp.observe(0, true)
+		sp.observe(1, true)
+	}
+	if k := sp.bestK(); k != specMaxK {
+		t.Errorf("bigram matches kept at the two depths tried: k %d, want %d", k, specMaxK)
 	}
 }
