@@ -82,7 +82,7 @@ func setRemoteDefaults(c *Config) {
 	c.LLM.OpenAI = OpenAILLM{ //nolint:gosec // environment variable names, not credentials
 		BaseURL: "http://127.0.0.1:8000/v1", APIKeyEnv: "OPENAI_API_KEY", Headers: map[string]string{},
 		TimeoutConnect: 2 * time.Second, TimeoutFirstToken: 10 * time.Second, TimeoutIdle: 10 * time.Second,
-		Retries: 2, Stream: true,
+		Retries: 2, Stream: true, Prefill: true,
 	}
 	c.LLM.Ark = Ark{BaseURL: "https://ark.cn-beijing.volces.com/api/v3", TimeoutFirstToken: 10 * time.Second, TimeoutIdle: 10 * time.Second, Retries: 2}
 	c.ASR.Volc = VolcASR{URL: "wss://openspeech.bytedance.com/api/v3/sauc/bigmodel_async", TokenEnv: "VOLC_ACCESS_TOKEN", //nolint:gosec // a variable name
