@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -78,7 +79,7 @@ func (a *asrStage) run(ctx context.Context, in <-chan asrCmd, toHub chan<- asrEv
 				clear(a.backlog[n:])
 				a.backlog, a.head = a.backlog[:n], 0
 			}
-			err := a.command(ctx, c, toHub)
+			err := a.command(ctx, c, in, toHub)
 			if c.kind == asrFrame {
 				a.free = append(a.free, c.pcm[:cap(c.pcm)])
 			}
@@ -102,7 +103,7 @@ func (a *asrStage) run(ctx context.Context, in <-chan asrCmd, toHub chan<- asrEv
 			if !ok {
 				return nil
 			}
-			if err := a.command(ctx, c, toHub); err != nil {
+			if err := a.command(ctx, c, in, toHub); err != nil {
 				return err
 			}
 			if len(in) >= asrBacklogAt {
@@ -156,11 +157,11 @@ func (a *asrStage) take(in <-chan asrCmd) {
 	}
 }
 
-func (a *asrStage) command(ctx context.Context, c asrCmd, toHub chan<- asrEvent) error {
+func (a *asrStage) command(ctx context.Context, c asrCmd, in <-chan asrCmd, toHub chan<- asrEvent) error {
 	switch c.kind {
 	case asrStart:
 		a.abort() // a stream left open by a lost end; cannot happen, costs nothing
-		st, err := safeCall(ctx, "asr start", a.log, func(ctx context.Context) (asr.Stream, error) { return a.rec.Start(ctx, asrRate) })
+		st, err := a.start(ctx, in)
 		if err != nil {
 			return a.fail(ctx, toHub, fmt.Errorf("asr: start: %w", err))
 		}
@@ -206,6 +207,41 @@ func (a *asrStage) command(ctx context.Context, c asrCmd, toHub chan<- asrEvent)
 		a.stream, a.trace = nil, nil
 	}
 	return nil
+}
+
+// asrStartPoll is how often the stage moves audio-in's frames into its
+// backlog while a Start is in progress.
+const asrStartPoll = 100 * time.Millisecond
+
+// start calls the recogniser's Start on a goroutine of its own and, while
+// it runs, keeps moving what audio-in queues into the backlog. A Start can
+// take seconds: a pocketsphinx decoder loaded on demand when the pool is
+// empty costs 0.3-0.5 s of CPU, and several seconds while eight sessions
+// arrive at once on two cores (voxbench lost 13 frames to asr_queue_full
+// that way), or a remote recogniser's handshake. Without this the input
+// queue (3 s) filled behind it and the person's first words were dropped.
+func (a *asrStage) start(ctx context.Context, in <-chan asrCmd) (asr.Stream, error) {
+	var (
+		st  asr.Stream
+		err error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		st, err = safeCall(ctx, "asr start", a.log, func(ctx context.Context) (asr.Stream, error) { return a.rec.Start(ctx, asrRate) })
+	}()
+	tick := time.NewTicker(asrStartPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return st, err
+		case <-tick.C:
+			if len(in) >= asrBacklogAt {
+				a.take(in)
+			}
+		}
+	}
 }
 
 // write feeds pcm and then drains whatever hypotheses are ready, as the

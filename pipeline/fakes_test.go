@@ -33,6 +33,9 @@ type fakeASR struct {
 	// writeDelay, when set, makes every Write take this long per 20 ms of
 	// audio (a recogniser slower than real time).
 	writeDelay time.Duration
+	// startDelay, when set, makes every Start take this long (a decoder
+	// loaded on demand, a remote handshake).
+	startDelay time.Duration
 	started    int
 	written    int // samples written to all streams
 }
@@ -40,6 +43,12 @@ type fakeASR struct {
 func (f *fakeASR) Start(ctx context.Context, sampleRate int) (asr.Stream, error) {
 	if sampleRate != asrRate {
 		return nil, asr.ErrSampleRate
+	}
+	f.mu.Lock()
+	delay := f.startDelay
+	f.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -419,6 +419,47 @@ func TestSlowASRDropsFrames(t *testing.T) {
 	})
 }
 
+// TestSlowASRStartLosesNoFrames: a Start that takes 4 s (a decoder loaded
+// on demand while other sessions arrive) is longer than the 3 s input
+// queue; the frames spoken meanwhile still all reach the stream. Before the
+// stage took frames into its backlog during Start, they were dropped as
+// asr_queue_full.
+func TestSlowASRStartLosesNoFrames(t *testing.T) {
+	written := func(delay time.Duration) (int, map[string]int) {
+		var n int
+		var drops map[string]int
+		synctest.Test(t, func(t *testing.T) {
+			a, m, s := newBackends([]string{"hello there"}, answer("Hi."))
+			a.startDelay = delay
+			h := newHarness(t, testConfig(), a, m, s)
+			h.audio(false, 200)
+			for range 20 { // 6 s of syllables
+				h.audio(true, 260)
+				h.audio(false, 40)
+			}
+			h.audio(false, h.cfg.VAD.EndSilenceMs+100)
+			h.until("final transcript", func(o Output) bool {
+				return o.Event != nil && o.Event.Type == EventTranscript && o.Event.Final
+			})
+			synctest.Wait()
+			a.mu.Lock()
+			n = a.written
+			a.mu.Unlock()
+			_, drops = h.obs.snapshot()
+			h.close()
+		})
+		return n, drops
+	}
+	want, _ := written(0)
+	have, drops := written(4 * time.Second)
+	if have != want {
+		t.Errorf("slow Start: the recogniser got %d samples, with a fast one %d: %d frames lost", have, want, (want-have)/(asrRate*frameMs/1000))
+	}
+	if len(drops) != 0 {
+		t.Errorf("frames dropped: %v", drops)
+	}
+}
+
 // TestSlowASRLosesNoFrames: a recogniser 1.5x slower than real time falls
 // 4 s behind over 12 s of speech, past the 3 s input queue; every frame
 // still reaches it (the ASR stage's backlog), and the final comes after it
