@@ -52,6 +52,23 @@ type Config struct {
 	// utterance.
 	WarmUp bool
 
+	// MaxHMMPerFrame caps the HMMs the first pass keeps active per frame
+	// (-maxhmmpf): past it the beam narrows for that frame. 0 keeps
+	// pocketsphinx's 30000, which real speech never reaches. The search is
+	// most of live recognition's CPU; configs/default.yaml has the measured
+	// trade-off.
+	MaxHMMPerFrame int
+
+	// PhoneLookahead is the phone loop's lookahead window in frames
+	// (-pl_window): how far ahead a cheap phone-loop search predicts which
+	// words may start, to prune the word search. 0 keeps pocketsphinx's 5.
+	PhoneLookahead int
+
+	// BestpathLW is the language weight of the lattice best-path pass
+	// (-bestpathlw); 0 keeps pocketsphinx's 9.5. It only changes the final
+	// hypothesis, not the first pass's partials or cost.
+	BestpathLW float64
+
 	// CMNInit is the cepstral mean every decoder and session starts from:
 	// comma-separated numbers, one per cepstral coefficient (13 for en-us),
 	// as pocketsphinx's -cmninit takes them. "" keeps the model's.
@@ -69,7 +86,9 @@ type Config struct {
 }
 
 // DefaultConfig returns the Debian en-us model with the full trigram LM,
-// first-pass-only search and one warm decoder.
+// the first pass plus the lattice best-path pass, the pruning
+// configs/default.yaml ships (MaxHMMPerFrame 4000, PhoneLookahead 3: the
+// measured curve is in docs/asr.md) and one warm decoder.
 //
 // Why first pass only: latency is the product, and the final hypothesis is
 // what the turn manager waits for after end of speech. The second and third
@@ -107,6 +126,11 @@ func DefaultConfig() Config {
 		PoolSize:      1,
 		WarmUp:        true,
 		CMNInit:       MeasuredCMN,
+		// The search settings configs/default.yaml ships (measured there):
+		// the best-path pass and pruning.
+		Bestpath:       true,
+		MaxHMMPerFrame: 4000,
+		PhoneLookahead: 3,
 	}
 }
 
@@ -150,6 +174,15 @@ func (c Config) validate() error {
 		if _, err := parseCMN(v); err != nil {
 			return err
 		}
+	}
+	if c.BestpathLW < 0 {
+		return fmt.Errorf("%w: BestpathLW %g is negative", ErrConfig, c.BestpathLW)
+	}
+	if c.PhoneLookahead < 0 {
+		return fmt.Errorf("%w: PhoneLookahead %d is negative", ErrConfig, c.PhoneLookahead)
+	}
+	if c.MaxHMMPerFrame < 0 {
+		return fmt.Errorf("%w: MaxHMMPerFrame %d is negative", ErrConfig, c.MaxHMMPerFrame)
 	}
 	if c.PoolSize < 0 || c.PoolMaxIdle < 0 {
 		return fmt.Errorf("%w: PoolSize %d / PoolMaxIdle %d is negative", ErrConfig, c.PoolSize, c.PoolMaxIdle)
@@ -244,9 +277,18 @@ func (c Config) decoderArgs() []string {
 	if c.FirstPassOnly {
 		flags["-fwdflat"] = "no"
 	}
+	if c.PhoneLookahead > 0 {
+		flags["-pl_window"] = strconv.Itoa(c.PhoneLookahead)
+	}
+	if c.MaxHMMPerFrame > 0 {
+		flags["-maxhmmpf"] = strconv.Itoa(c.MaxHMMPerFrame)
+	}
 	flags["-bestpath"] = "no"
 	if c.Bestpath {
 		flags["-bestpath"] = "yes"
+		if c.BestpathLW > 0 {
+			flags["-bestpathlw"] = strconv.FormatFloat(c.BestpathLW, 'g', -1, 64)
+		}
 	}
 	for k, v := range c.Args {
 		flags[k] = v

@@ -146,6 +146,9 @@ func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
 	sc.PoolSize = s.PoolSize
 	sc.PoolMaxIdle = s.PoolMaxIdle
 	sc.WarmUp = s.WarmUp
+	sc.MaxHMMPerFrame = s.MaxHMMPerFrame
+	sc.BestpathLW = s.BestpathLW
+	sc.PhoneLookahead = s.PhoneLookahead
 	sc.CMNInit = s.CMNInit
 	sc.NarrowbandCMNInit = s.CMNInit8k
 	args, err := asrsphinx.ParseArgs(s.ExtraArgs)

@@ -76,6 +76,11 @@ func (c *Config) Validate() error {
 	}
 	v.intRange("asr.sphinx.pool_size", sp.PoolSize, 0, 256)
 	v.intRange("asr.sphinx.pool_max_idle", sp.PoolMaxIdle, 0, 256)
+	v.intRange("asr.sphinx.max_hmm_per_frame", sp.MaxHMMPerFrame, 0, 1000000)
+	v.intRange("asr.sphinx.phone_lookahead", sp.PhoneLookahead, 0, 100)
+	if sp.BestpathLW < 0 || sp.BestpathLW > 100 {
+		v.fail("asr.sphinx.bestpath_lw", "%g is outside 0..100", sp.BestpathLW)
+	}
 	for _, kv := range [][2]string{{"asr.sphinx.cmninit", sp.CMNInit}, {"asr.sphinx.cmninit_8k", sp.CMNInit8k}} {
 		key, val := kv[0], kv[1]
 		if val == "" {
