@@ -25,7 +25,9 @@ type Synthesizer interface {
 type Chunk struct {
 	PCM []int16
 	// Words lists the words whose audio ends inside this chunk, from the
-	// engine's own timings. Together with the client's playback reports
+	// engine's own timings (a chunk without PCM carries marks that end
+	// with the audio before it, as a service reports "all heard" after its
+	// last audio). Together with the client's playback reports
 	// they tell exactly which text was heard when a turn is interrupted.
 	Words []WordMark
 }

@@ -22,6 +22,7 @@ import (
 	"unicode"
 
 	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/stream"
 )
 
 // Config configures the synthesiser.
@@ -164,6 +165,9 @@ func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tt
 			return ctx.Err()
 		}
 	}
+	// The server's audio is shaped like every engine's (tts/stream): its
+	// leading silence dropped, long pauses cut, the mark moved to match.
+	w := stream.NewWriter(stream.Config{SampleRate: s.cfg.SampleRate}, send)
 	for {
 		n, rerr := resp.Body.Read(buf[have:chunkBytes])
 		have += n
@@ -188,7 +192,7 @@ func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tt
 			copy(buf, buf[use:have])
 			have -= use
 			total += len(pcm)
-			if err := send(tts.Chunk{PCM: pcm}); err != nil {
+			if err := w.Write(pcm, nil); err != nil {
 				return err
 			}
 		}
@@ -197,7 +201,10 @@ func (s *Synthesizer) Synthesize(ctx context.Context, text string, out chan<- tt
 				return nil
 			}
 			// The text is heard when the last sample has played.
-			return send(tts.Chunk{Words: []tts.WordMark{{TextEnd: len(text), EndSample: total}}})
+			if err := w.Write(nil, []tts.WordMark{{TextEnd: len(text), EndSample: total}}); err != nil {
+				return err
+			}
+			return w.Close()
 		}
 		if rerr != nil {
 			if total > 0 {

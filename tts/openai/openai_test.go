@@ -13,12 +13,17 @@ import (
 
 	"github.com/voxpipe/voxpipe/internal/sessiontest"
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
 	"github.com/voxpipe/voxpipe/tts"
 	"github.com/voxpipe/voxpipe/tts/ttstest"
 )
 
+// The fakes' silences: before the speech, and between sentences.
+const leadMs, sentencePauseMs = 250, 400
+
 // fakeSpeech is an OpenAI speech endpoint: it streams 80 ms of a ramp per
-// word as raw PCM (or a WAV) in small flushed writes of odd sizes.
+// word as raw PCM (or a WAV) in small flushed writes of odd sizes, after
+// leadMs of silence and with sentencePauseMs between sentences.
 func fakeSpeech(t *testing.T, fault string) string {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -36,15 +41,26 @@ func fakeSpeech(t *testing.T, fault string) string {
 			return
 		}
 		n := len(strings.Fields(req.Input)) * 24000 * 80 / 1000
-		pcm := make([]byte, 0, 2*n+44)
+		pcm := make([]byte, 0, 2*n+44+2*24000)
 		if fault == "wav" {
 			w.Header().Set("Content-Type", "audio/wav")
 			pcm = append(pcm, "RIFF\x00\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\xc0\x5d\x00\x00\x80\xbb\x00\x00\x02\x00\x10\x00data\x00\x00\x00\x00"...)
 		} else {
 			w.Header().Set("Content-Type", "audio/pcm")
 		}
-		for i := range n {
-			pcm = binary.LittleEndian.AppendUint16(pcm, uint16(int16(i%300*50)))
+		// Like a real service: silence before the speech, and a long pause
+		// between sentences (the client must trim and cap them).
+		pcm = append(pcm, make([]byte, 2*24000*leadMs/1000)...)
+		words := strings.Fields(req.Input)
+		i := 0
+		for k, w := range words {
+			for range 24000 * 80 / 1000 {
+				pcm = binary.LittleEndian.AppendUint16(pcm, uint16(int16(i%300*50)))
+				i++
+			}
+			if strings.HasSuffix(w, ".") && k < len(words)-1 {
+				pcm = append(pcm, make([]byte, 2*24000*sentencePauseMs/1000)...)
+			}
 		}
 		fl := w.(http.Flusher)
 		for off, k := 0, 0; off < len(pcm); k++ {
@@ -80,19 +96,35 @@ func TestHappyPath(t *testing.T) {
 	for _, mode := range []string{"", "wav"} {
 		r := ttstest.Synthesize(context.Background(), synth(t, fakeSpeech(t, mode)), "Hello there, friend.")
 		want := 3 * 24000 * 80 / 1000
-		if r.Err != nil || r.Samples != want || len(r.Chunks) < 4 {
+		if r.Err != nil || len(r.Chunks) < 4 {
 			t.Fatalf("%q: %d samples in %d chunks, %v", mode, r.Samples, len(r.Chunks), r.Err)
 		}
-		i := 0
+		// The lead-in is trimmed to within one audibility window of the
+		// ramp; then come exactly the fake's samples.
+		var got []int16
 		for _, c := range r.Chunks {
-			for _, v := range c.PCM {
-				if v != int16(i%300*50) {
-					t.Fatalf("%q: sample %d = %d", mode, i, v)
-				}
-				i++
+			got = append(got, c.PCM...)
+		}
+		lead := 0
+		for lead < len(got) && got[lead] == 0 {
+			lead++
+		}
+		// The ramp's quiet first samples may go with the silence (one window
+		// at most): it resumes at sample skip.
+		skip := 0
+		if lead < len(got) {
+			skip = int(got[lead]) / 50
+		}
+		win := audio.AudibleWindow(24000)
+		if lead > win || skip > win || len(got)-lead != want-skip {
+			t.Fatalf("%q: %d samples, %d of them silence in front, the ramp from sample %d; want %d of ramp after at most a window", mode, len(got), lead, skip, want)
+		}
+		for i, v := range got[lead:] {
+			if v != int16((i+skip)%300*50) {
+				t.Fatalf("%q: sample %d = %d", mode, i, v)
 			}
 		}
-		if w := r.Chunks[len(r.Chunks)-1].Words; len(w) != 1 || w[0].EndSample != want {
+		if w := r.Chunks[len(r.Chunks)-1].Words; len(w) != 1 || w[0].EndSample != len(got) {
 			t.Fatalf("marks %+v", w)
 		}
 	}

@@ -65,7 +65,8 @@ func write(pcm []int16, words ...tts.WordMark) func(w *Writer) {
 func joined(chunks []tts.Chunk) (pcm []int16, marks []tts.WordMark) {
 	for _, c := range chunks {
 		for _, m := range c.Words {
-			if m.EndSample <= len(pcm) || m.EndSample > len(pcm)+len(c.PCM) {
+			inside := m.EndSample > len(pcm) && m.EndSample <= len(pcm)+len(c.PCM)
+			if !inside && (len(c.PCM) > 0 || m.EndSample != len(pcm)) {
 				panic("mark outside its chunk")
 			}
 		}
@@ -132,6 +133,25 @@ func TestLateMarks(t *testing.T) {
 	}
 	if pcm, marks := joined(got); len(marks) != 2 || len(pcm) != samples(100+150+100) {
 		t.Errorf("%d samples, marks %+v", len(pcm), marks)
+	}
+}
+
+// A mark reported after the audio (a remote service's "whole text heard"
+// at its last sample), or inside a trailing silence that was cut, is not
+// lost: it ends with the last kept sample.
+func TestMarkAfterTheAudio(t *testing.T) {
+	for _, late := range []bool{false, true} {
+		got := collect(t, late,
+			write(cat(tone(100), silence(400))),
+			write(nil, tts.WordMark{TextEnd: 5, EndSample: samples(500)}),
+		)
+		pcm, marks := joined(got)
+		if want := samples(100 + 150); len(pcm) != want {
+			t.Errorf("late %v: %d samples, want %d", late, len(pcm), want)
+		}
+		if len(marks) != 1 || marks[0] != (tts.WordMark{TextEnd: 5, EndSample: samples(250)}) {
+			t.Errorf("late %v: marks %+v, want one at %d", late, marks, samples(250))
+		}
 	}
 }
 

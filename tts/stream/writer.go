@@ -118,14 +118,19 @@ func (w *Writer) Write(pcm []int16, words []tts.WordMark) error {
 	return nil
 }
 
-// Close emits the held piece. Marks that never found audio (a text with no
-// audible speech) are dropped.
+// Close emits the held piece. Marks still waiting for audio (reported
+// after the last kept sample, e.g. with trailing silence that was cut) end
+// with the last kept sample, in a chunk of their own; marks of a text with
+// no audible speech are dropped.
 func (w *Writer) Close() error {
-	if !w.hasHeld {
+	if w.hasHeld {
+		w.hasHeld = false
+		return w.emit(w.held, w.heldStart)
+	}
+	if len(w.waiting) == 0 || w.out == 0 {
 		return nil
 	}
-	w.hasHeld = false
-	return w.emit(w.held, w.heldStart)
+	return w.emit(tts.Chunk{}, w.out)
 }
 
 // emit sends piece c, whose first sample is output sample start, with the

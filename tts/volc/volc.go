@@ -25,6 +25,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/internal/volcproto"
 	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/stream"
 )
 
 // Environment variables for the credentials (shared with asr/volc).
@@ -159,6 +160,9 @@ func (s *Synthesizer) synthesize(ctx context.Context, text string, out chan<- tt
 	}
 	total := 0
 	var odd []byte // a byte of a sample split across frames
+	// The service's audio is shaped like every engine's (tts/stream): its
+	// leading silence dropped, long pauses cut, the mark moved to match.
+	w := stream.NewWriter(stream.Config{SampleRate: cfg.Rate}, stream.Send(ctx, out))
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(cfg.Timeout))
 		kind, msg, err := conn.ReadMessage()
@@ -196,23 +200,19 @@ func (s *Synthesizer) synthesize(ctx context.Context, text string, out chan<- tt
 				pcm[i] = int16(uint16(b[2*i]) | uint16(b[2*i+1])<<8)
 			}
 			total += len(pcm)
-			c := tts.Chunk{PCM: pcm}
+			var words []tts.WordMark
 			if f.Last() {
-				c.Words = []tts.WordMark{{TextEnd: len(text), EndSample: total}}
+				words = []tts.WordMark{{TextEnd: len(text), EndSample: total}}
 			}
-			if len(pcm) > 0 || c.Words != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				select {
-				case out <- c:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err := w.Write(pcm, words); err != nil {
+				return err
 			}
 			if f.Last() {
 				_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-				return nil
+				return w.Close()
 			}
 		default:
 			// Type 12 (front-end timings) and full responses: nothing to play.

@@ -16,6 +16,7 @@ import (
 	"github.com/voxpipe/voxpipe/internal/sessiontest"
 	"github.com/voxpipe/voxpipe/internal/volcproto"
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
 	"github.com/voxpipe/voxpipe/tts"
 	"github.com/voxpipe/voxpipe/tts/ttstest"
 )
@@ -100,11 +101,20 @@ func (f *fakeTTS) session(conn *websocket.Conn) {
 		_ = conn.WriteMessage(websocket.TextMessage, []byte("quota exceeded for types: concurrency"))
 		return
 	}
-	// 60 ms of a ramp per word, as little-endian PCM16.
-	n := len(strings.Fields(text)) * f.rate * 60 / 1000
-	pcm := make([]byte, 0, 2*n)
-	for i := range n {
-		pcm = binary.LittleEndian.AppendUint16(pcm, uint16(int16(i%200*100-10000)))
+	// 60 ms of a ramp per word, as little-endian PCM16, after 250 ms of
+	// silence and with 400 ms between sentences, as a real service may
+	// send (the client trims and caps them).
+	words := strings.Fields(text)
+	pcm := make([]byte, 2*f.rate*250/1000, 2*f.rate*(len(words)*60+1000)/1000)
+	i := 0
+	for k, w := range words {
+		for range f.rate * 60 / 1000 {
+			pcm = binary.LittleEndian.AppendUint16(pcm, uint16(int16(i%200*100-10000)))
+			i++
+		}
+		if strings.HasSuffix(w, ".") && k < len(words)-1 {
+			pcm = append(pcm, make([]byte, 2*f.rate*400/1000)...)
+		}
 	}
 	const size = 1921 // bytes per frame: odd, so samples split across frames
 	frames := (len(pcm) + size - 1) / size
@@ -148,22 +158,27 @@ func TestHappyPath(t *testing.T) {
 	if r.Err != nil {
 		t.Fatal(r.Err)
 	}
-	want := 5 * 16000 * 60 / 1000
-	if r.Samples != want || len(r.Chunks) < 3 {
-		t.Fatalf("%d samples in %d chunks, want %d in several", r.Samples, len(r.Chunks), want)
-	}
-	// The samples are the fake's ramp, whatever the frame boundaries.
-	i := 0
+	// The 250 ms lead-in is trimmed to within one audibility window of the
+	// ramp; then come the fake's samples, whatever the frame boundaries.
+	var got []int16
 	for _, c := range r.Chunks {
-		for _, v := range c.PCM {
-			if v != int16(i%200*100-10000) {
-				t.Fatalf("sample %d = %d", i, v)
-			}
-			i++
+		got = append(got, c.PCM...)
+	}
+	lead := 0
+	for lead < len(got) && got[lead] == 0 {
+		lead++
+	}
+	want := 5 * 16000 * 60 / 1000
+	if lead > audio.AudibleWindow(16000) || len(got)-lead != want || len(r.Chunks) < 3 {
+		t.Fatalf("%d samples (%d silent in front) in %d chunks, want %d of ramp in several", len(got), lead, len(r.Chunks), want)
+	}
+	for i, v := range got[lead:] {
+		if v != int16(i%200*100-10000) {
+			t.Fatalf("sample %d = %d", i, v)
 		}
 	}
 	last := r.Chunks[len(r.Chunks)-1]
-	if len(last.Words) != 1 || last.Words[0].TextEnd != len(text) || last.Words[0].EndSample != want {
+	if len(last.Words) != 1 || last.Words[0].TextEnd != len(text) || last.Words[0].EndSample != len(got) {
 		t.Fatalf("word marks %+v", last.Words)
 	}
 }
