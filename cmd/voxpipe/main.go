@@ -2,7 +2,7 @@
 //
 //	voxpipe serve [--config F] [--addr HOST:PORT] [--set key=value ...]
 //	voxpipe llm run|bench|quantize|synth ...
-//	voxpipe bench asr|asr-sets ...
+//	voxpipe bench turns|eou|asr|asr-sets ...
 //	voxpipe version
 package main
 
@@ -26,8 +26,9 @@ const usage = `usage: voxpipe <command> [flags]
 commands:
   serve     run the voice server (WebSocket /ws, /metrics, /healthz, OpenAI API /v1/)
   llm       the in-process LLM engine's tools (run, bench, quantize, synth)
-  bench     benchmarks: bench turns (end of turn, heard latency), bench asr
-            (WER and final latency on WAV sets), bench asr-sets
+  bench     benchmarks: bench turns (end of turn, heard latency), bench eou
+            (the end-of-utterance scorer on text), bench asr (WER and final
+            latency on WAV sets), bench asr-sets
   knowledge the local knowledge base (index, query)
   eval      score answers: eval answers --file Q.jsonl [--knowledge on|off|both]
   version   print the version
@@ -73,6 +74,9 @@ func run(ctx context.Context, args []string) error {
 	case "bench":
 		if len(args) > 1 && strings.HasPrefix(args[1], "asr") {
 			return runBenchASRCommand(ctx, args[1:])
+		}
+		if len(args) > 1 && args[1] == "eou" {
+			return runBenchEOU(ctx, args[2:], os.Stdout)
 		}
 		return runBench(ctx, args[1:])
 	case "version", "--version", "-version":

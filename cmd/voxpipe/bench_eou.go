@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
+)
+
+// voxpipe bench eou: how well the end-of-utterance scorer tells complete
+// utterances from cut-off ones, and what each end-of-turn policy would cost
+// a person on that text: the silence waited after a complete utterance
+// (what heard latency pays for the turn to end) and the share of pauses of
+// 300-1200 ms after a cut-off partial that would end the turn too soon. It
+// needs no audio: it runs in seconds, so a retrained scorer or a new
+// threshold can be judged before the slow, noisy `voxpipe bench turns`.
+
+const benchEOUUsage = `usage: voxpipe bench eou [flags]
+
+Scores a labelled text set (label TAB text; 1 = a complete utterance, 0 = a
+partial that goes on) with the end-of-utterance model and prints its AUC and,
+for the configured policy and a grid around it, the wait after complete
+utterances (p50/p95) and the false cut-off rate for 300-1200 ms pauses.
+`
+
+// The pauses inside a turn that the cut-off rate assumes: uniform over the
+// range voxpipe bench turns and issue 11 use.
+const eouPauseMinMs, eouPauseMaxMs = 300.0, 1200.0
+
+type eouPolicy struct {
+	Threshold    float64 `json:"threshold"`
+	DoubtMs      int     `json:"doubt_ms"`
+	MaxSilenceMs int     `json:"max_silence_ms"`
+	WaitP50Ms    float64 `json:"complete_wait_p50_ms"`
+	WaitP95Ms    float64 `json:"complete_wait_p95_ms"`
+	CutOffRate   float64 `json:"false_cutoff_rate"`
+	Configured   bool    `json:"configured,omitempty"`
+}
+
+type eouReport struct {
+	Model       string      `json:"model"`
+	File        string      `json:"file"`
+	Complete    int         `json:"complete"`
+	CutOff      int         `json:"cut_off"`
+	AUC         float64     `json:"auc"`
+	CompleteP10 float64     `json:"complete_score_p10"`
+	CompleteP50 float64     `json:"complete_score_p50"`
+	CutOffP90   float64     `json:"cut_off_score_p90"`
+	CutOffP95   float64     `json:"cut_off_score_p95"`
+	MsPerText   float64     `json:"ms_per_text"`
+	Policies    []eouPolicy `json:"policies"`
+}
+
+type eouExample struct {
+	complete bool
+	text     string
+}
+
+func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench eou", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), benchEOUUsage); fs.PrintDefaults() }
+	cfgPath := fs.String("config", defaultConfigPath, "config file (the policy and pipeline.turn.model)")
+	var sets multiFlag
+	fs.Var(&sets, "set", "key=value config override (repeatable)")
+	model := fs.String("model", "", "GGUF scorer (default: pipeline.turn.model)")
+	file := fs.String("file", "cmd/voxpipe/testdata/eou-everyday.tsv", "labelled texts: label TAB text")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	cfg, err := loadConfig(*cfgPath, "", sets)
+	if err != nil {
+		return err
+	}
+	if *model == "" {
+		*model = cfg.Pipeline.Turn.Model
+	}
+	exs, err := readEOUSet(*file)
+	if err != nil {
+		return err
+	}
+	lm, err := endturn.OpenLM(*model, max(1, cfg.Pipeline.Turn.Threads), 1)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lm.Close() }()
+
+	var pos, neg []float64
+	started := time.Now()
+	for _, e := range exs {
+		// One cache key: the engine reuses the prefix the texts share, as
+		// it does for the growing partials of an utterance.
+		s, err := lm.Score(ctx, "bench", e.text)
+		if err != nil {
+			return fmt.Errorf("bench eou: %q: %w", e.text, err)
+		}
+		if e.complete {
+			pos = append(pos, s)
+		} else {
+			neg = append(neg, s)
+		}
+	}
+	rep := eouReport{Model: *model, File: *file, Complete: len(pos), CutOff: len(neg), AUC: aucOf(pos, neg),
+		CompleteP10: percentile(pos, 0.10), CompleteP50: percentile(pos, 0.5),
+		CutOffP90: percentile(neg, 0.90), CutOffP95: percentile(neg, 0.95),
+		MsPerText: float64(time.Since(started)) / float64(time.Millisecond) / float64(len(exs))}
+	t := cfg.Pipeline.Turn
+	base := endturn.Config{Mode: endturn.ModeSemantic, MinSilenceMs: t.MinSilenceMs, MaxSilenceMs: t.MaxSilenceMs,
+		Threshold: t.Threshold, DoubtMs: t.DoubtMs}
+	rep.Policies = append(rep.Policies, eouPolicyOf(base, pos, neg, true))
+	for _, maxMs := range []int{800, 1000, 1300} {
+		for _, th := range []float64{0.1, 0.2, 0.3, 0.5} {
+			for _, doubt := range []int{400, 800} {
+				c := base
+				c.MaxSilenceMs, c.Threshold, c.DoubtMs = max(maxMs, c.MinSilenceMs), th, doubt
+				rep.Policies = append(rep.Policies, eouPolicyOf(c, pos, neg, false))
+			}
+		}
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", " ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "%s on %s: %d complete, %d cut off, AUC %.3f, %.2f ms a text\n", rep.Model, rep.File,
+		rep.Complete, rep.CutOff, rep.AUC, rep.MsPerText)
+	fmt.Fprintf(stdout, "scores: complete p10 %.3f p50 %.3f; cut off p90 %.3f p95 %.3f\n",
+		rep.CompleteP10, rep.CompleteP50, rep.CutOffP90, rep.CutOffP95)
+	fmt.Fprintf(stdout, "%-10s %6s %6s | %-24s | %s\n", "threshold", "doubt", "max", "wait after complete p50/p95", "false cut-offs (300-1200 ms pauses)")
+	for _, p := range rep.Policies {
+		mark := ""
+		if p.Configured {
+			mark = "  <- configured"
+		}
+		fmt.Fprintf(stdout, "%-10.2f %6d %6d | %9.0f / %6.0f ms       | %5.1f%%%s\n", p.Threshold, p.DoubtMs, p.MaxSilenceMs,
+			p.WaitP50Ms, p.WaitP95Ms, 100*p.CutOffRate, mark)
+	}
+	return nil
+}
+
+// eouPolicyOf applies c's wait to every score: complete utterances pay the
+// wait; a cut-off partial ends the turn too soon when the person's pause
+// (uniform over 300-1200 ms) outlasts it.
+func eouPolicyOf(c endturn.Config, pos, neg []float64, configured bool) eouPolicy {
+	waits := make([]float64, len(pos))
+	for i, s := range pos {
+		waits[i] = float64(c.Wait(s)) / float64(time.Millisecond)
+	}
+	var cut float64
+	for _, s := range neg {
+		w := float64(c.Wait(s)) / float64(time.Millisecond)
+		cut += min(1, max(0, (eouPauseMaxMs-w)/(eouPauseMaxMs-eouPauseMinMs)))
+	}
+	if len(neg) > 0 {
+		cut /= float64(len(neg))
+	}
+	return eouPolicy{Threshold: c.Threshold, DoubtMs: c.DoubtMs, MaxSilenceMs: c.MaxSilenceMs,
+		WaitP50Ms: percentile(waits, 0.5), WaitP95Ms: percentile(waits, 0.95), CutOffRate: cut, Configured: configured}
+}
+
+// aucOf is the probability that a complete utterance scores above a cut-off
+// one (ties count half).
+func aucOf(pos, neg []float64) float64 {
+	if len(pos) == 0 || len(neg) == 0 {
+		return math.NaN()
+	}
+	n := sort.Float64Slice(append([]float64(nil), neg...))
+	n.Sort()
+	var sum float64
+	for _, p := range pos {
+		below := sort.SearchFloat64s(n, p)                                  // neg < p
+		upTo := sort.Search(len(n), func(i int) bool { return n[i] > p }) // neg <= p
+		sum += float64(below) + float64(upTo-below)/2
+	}
+	return sum / float64(len(pos)*len(neg))
+}
+
+func readEOUSet(path string) ([]eouExample, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench eou: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var exs []eouExample
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" || strings.HasPrefix(text, "#") {
+			continue
+		}
+		label, words, ok := strings.Cut(text, "\t")
+		if !ok || (label != "0" && label != "1") || strings.TrimSpace(words) == "" {
+			return nil, fmt.Errorf("bench eou: %s:%d: want 0 or 1, a tab, then the text", path, line)
+		}
+		exs = append(exs, eouExample{complete: label == "1", text: strings.TrimSpace(words)})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("bench eou: %s: %w", path, err)
+	}
+	if len(exs) == 0 {
+		return nil, fmt.Errorf("bench eou: %s: no labelled texts", path)
+	}
+	return exs, nil
+}

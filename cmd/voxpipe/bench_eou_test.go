@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAUCOf(t *testing.T) {
+	for _, tc := range []struct {
+		pos, neg []float64
+		want     float64
+	}{
+		{[]float64{0.9, 0.8}, []float64{0.1, 0.2, 0.3}, 1},
+		{[]float64{0.1}, []float64{0.5, 0.9}, 0},
+		{[]float64{0.5}, []float64{0.5}, 0.5},
+		{[]float64{0.4, 0.6}, []float64{0.5}, 0.5},
+	} {
+		if got := aucOf(tc.pos, tc.neg); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("aucOf(%v, %v) = %v, want %v", tc.pos, tc.neg, got, tc.want)
+		}
+	}
+}
+
+func TestReadEOUSetErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"label": "1\twhat time is it\n2\tthe\n",
+		"tab":   "1 what time is it\n",
+		"empty": "# nothing\n\n",
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readEOUSet(path); err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: err %v, want one naming the file", name, err)
+		}
+	}
+}
+
+// The shipped scorer on the everyday set: it must keep separating complete
+// turns from cut-offs at least as well as when the set was made (AUC 0.925),
+// and the configured policy must be reported.
+func TestBenchEOUShippedModel(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	var out bytes.Buffer
+	if err := runBenchEOU(context.Background(), []string{"--json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var rep eouReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Complete < 50 || rep.CutOff < 200 {
+		t.Fatalf("%d complete and %d cut-off texts, want the whole set", rep.Complete, rep.CutOff)
+	}
+	if rep.AUC < 0.90 {
+		t.Errorf("AUC %.3f, want >= 0.90 (0.925 when the set was made)", rep.AUC)
+	}
+	configured := 0
+	for _, p := range rep.Policies {
+		if p.CutOffRate < 0 || p.CutOffRate > 1 || p.WaitP50Ms > p.WaitP95Ms || p.WaitP95Ms > float64(p.MaxSilenceMs) {
+			t.Errorf("policy %+v out of range", p)
+		}
+		if p.Configured {
+			configured++
+		}
+	}
+	if configured != 1 {
+		t.Errorf("%d configured policies, want 1", configured)
+	}
+}
