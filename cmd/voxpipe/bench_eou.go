@@ -177,7 +177,7 @@ func aucOf(pos, neg []float64) float64 {
 	n.Sort()
 	var sum float64
 	for _, p := range pos {
-		below := sort.SearchFloat64s(n, p)                                  // neg < p
+		below := sort.SearchFloat64s(n, p)                                // neg < p
 		upTo := sort.Search(len(n), func(i int) bool { return n[i] > p }) // neg <= p
 		sum += float64(below) + float64(upTo-below)/2
 	}
