@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,7 +92,24 @@ type procSample struct {
 	OpenFiles  float64 `json:"open_files"`
 	RSSMB      float64 `json:"rss_mb"`
 	HeapMB     float64 `json:"go_heap_mb"`
+	CHeapMB    float64 `json:"c_heap_inuse_mb"` // voxpipe_c_heap_inuse_bytes: the C engines' live memory
 	Sessions   float64 `json:"active_sessions"`
+	Threads    int     `json:"os_threads,omitempty"` // from /proc, for a server soak started
+}
+
+// threads reads a process's OS thread count from /proc (0 when unknown).
+func threads(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 func sampleProc(ctx context.Context, url string, began time.Time) (procSample, error) {
@@ -123,6 +141,8 @@ func sampleProc(ctx context.Context, url string, began time.Time) (procSample, e
 			s.RSSMB = round1(v / (1 << 20))
 		case "go_memstats_heap_inuse_bytes":
 			s.HeapMB = round1(v / (1 << 20))
+		case "voxpipe_c_heap_inuse_bytes":
+			s.CHeapMB = round1(v / (1 << 20))
 		case "voxpipe_active_sessions":
 			s.Sessions = v
 		}
@@ -208,8 +228,19 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	began := time.Now()
+	pid := 0
+	if srv != nil {
+		pid = srv.Process.Pid
+	}
+	sample := func() (procSample, error) {
+		s, err := sampleProc(ctx, murl, began)
+		if pid != 0 {
+			s.Threads = threads(pid)
+		}
+		return s, err
+	}
 	rep := soakReport{Sessions: o.sessions, Stats: &soakStats{ConnErrors: map[string]int{}, Errors: map[string]int{}, Closes: map[string]int{}}}
-	if rep.Start, err = sampleProc(ctx, murl, began); err != nil {
+	if rep.Start, err = sample(); err != nil {
 		return fmt.Errorf("server metrics: %w", err)
 	}
 	progress("start: %+v", rep.Start)
@@ -237,7 +268,7 @@ loop:
 		case <-done:
 			break loop
 		case <-tick.C:
-			if s, err := sampleProc(ctx, murl, began); err == nil {
+			if s, err := sample(); err == nil {
 				rep.Timeline = append(rep.Timeline, s)
 				rep.Stats.mu.Lock()
 				turns := rep.Stats.Turns
@@ -251,7 +282,7 @@ loop:
 	// The end sample once every session is gone (parked ones hold no
 	// connection).
 	for t := time.Now(); time.Since(t) < 30*time.Second; time.Sleep(500 * time.Millisecond) {
-		if s, err := sampleProc(ctx, murl, began); err == nil {
+		if s, err := sample(); err == nil {
 			rep.End = s
 			if s.Sessions == 0 {
 				break
@@ -325,9 +356,9 @@ func judge(r soakReport) []string {
 func writeSoak(w io.Writer, r soakReport) {
 	st := r.Stats
 	fmt.Fprintf(w, "soak: %d devices for %.0f s (load %.1f at the end)\n", r.Sessions, r.DurationS, r.Load)
-	fmt.Fprintf(w, "%-8s %10s %10s %8s %10s %8s\n", "", "goroutines", "open files", "RSS MB", "Go heap MB", "sessions")
+	fmt.Fprintf(w, "%-8s %10s %10s %8s %10s %9s %8s %8s\n", "", "goroutines", "open files", "RSS MB", "Go heap MB", "C heap MB", "sessions", "threads")
 	row := func(name string, s procSample) {
-		fmt.Fprintf(w, "%-8s %10.0f %10.0f %8.1f %10.1f %8.0f\n", name, s.Goroutines, s.OpenFiles, s.RSSMB, s.HeapMB, s.Sessions)
+		fmt.Fprintf(w, "%-8s %10.0f %10.0f %8.1f %10.1f %9.1f %8.0f %8d\n", name, s.Goroutines, s.OpenFiles, s.RSSMB, s.HeapMB, s.CHeapMB, s.Sessions, s.Threads)
 	}
 	row("start", r.Start)
 	for _, s := range r.Timeline {

@@ -108,6 +108,8 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	stopMalloc := tuneMalloc(ctx, cfg.Server.Malloc, log)
+	defer stopMalloc()
 	be, closers, err := openBackends(cfg, log)
 	if err != nil {
 		return err
@@ -159,6 +161,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	watchMalloc(ws.Metrics().Registry())
 	for name, e := range map[string]any{"asr": be.ASR, "tts": be.TTS} {
 		if r, ok := e.(interface{ Replaced() int }); ok {
 			ws.Metrics().WatchReplacements(name, r.Replaced)

@@ -59,7 +59,9 @@ type Server struct {
 	// Resume keeps a dropped /ws session for its client to resume.
 	Resume Resume `yaml:"resume"`
 	// Record records sessions (internal/record); off by default.
-	Record Record    `yaml:"record"`
+	Record Record `yaml:"record"`
+	// Malloc tunes the C allocator (cgo/malloc).
+	Malloc Malloc    `yaml:"malloc"`
 	API    APILimits `yaml:"api"`
 	// Admission and the admin listener (capacity.go).
 	Admission Admission `yaml:"admission"`
@@ -114,6 +116,14 @@ type Resume struct {
 	TTL time.Duration `yaml:"ttl"`
 	// MaxParked bounds the dropped sessions kept at once (the oldest goes).
 	MaxParked int `yaml:"max_parked"`
+}
+
+// Malloc tunes glibc's allocator for the C engines (cgo/malloc): 0 keeps
+// glibc's default for that setting.
+type Malloc struct {
+	Arenas        int           `yaml:"arenas"`         // M_ARENA_MAX
+	MmapThreshold int           `yaml:"mmap_threshold"` // bytes; fixed (no upward adjustment)
+	TrimInterval  time.Duration `yaml:"trim_interval"`  // malloc_trim(0) this often; 0 = never
 }
 
 // Record configures per-session recordings (internal/record.Config).
@@ -332,6 +342,7 @@ func Default() Config {
 			AllowedOrigins: []string{},
 			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second, StartTimeout: 10 * time.Second},
 			Resume:         Resume{TTL: time.Minute, MaxParked: 1024},
+			Malloc:         Malloc{Arenas: 4, MmapThreshold: 256 << 10, TrimInterval: 30 * time.Second},
 			Record:         Record{Dir: "recordings", MaxRecordings: 100, MaxBytes: 1 << 30, MaxAge: 7 * 24 * time.Hour},
 			API:            APILimits{MaxBodyBytes: 8 << 20, MaxMessages: 1024, MaxStops: 4},
 			Admission:      Admission{TargetUtilization: 0.8, SessionCPU: 0.25, MaxV2VMs: 0},

@@ -121,6 +121,9 @@ func (c *Config) Validate() error {
 	v.durRange("server.limits.header_timeout", s.Limits.HeaderTimeout, 100*time.Millisecond, time.Hour)
 	v.intRange("asr.replace_after", c.ASR.ReplaceAfter, 0, 1000)
 	v.intRange("tts.replace_after", c.TTS.ReplaceAfter, 0, 1000)
+	v.intRange("server.malloc.arenas", s.Malloc.Arenas, 0, 1024)
+	v.intRange("server.malloc.mmap_threshold", s.Malloc.MmapThreshold, 0, 32<<20)
+	v.durRange("server.malloc.trim_interval", s.Malloc.TrimInterval, 0, 24*time.Hour)
 	v.durRange("server.resume.ttl", s.Resume.TTL, 0, 24*time.Hour)
 	if s.Record.Enabled && s.Record.Dir == "" {
 		v.fail("server.record.dir", "must be set when server.record.enabled is true")
