@@ -226,6 +226,7 @@ func (a *audioIn) onFrame(frame []int16) {
 // endUtterance ends the utterance whose last speech frame came back frames
 // ago.
 func (a *audioIn) endUtterance(back int) {
+	ended := a.utt
 	if a.utt != nil {
 		a.utt.markAt(MarkSpeechEnd, a.frameTime(back))
 		score, scored := math.NaN(), false
@@ -237,6 +238,9 @@ func (a *audioIn) endUtterance(back int) {
 	}
 	a.utt, a.pauseSent = nil, false
 	a.err = a.sendASR(asrCmd{kind: asrEnd})
+	if ended != nil && a.err == nil {
+		a.err = a.sendHub(inputEvent{kind: inputCommit, utt: ended.utt, at: a.arrived})
+	}
 }
 
 // TurnLimitObserver is an optional Observer method: an utterance reached

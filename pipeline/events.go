@@ -49,6 +49,7 @@ type Event struct {
 const (
 	EventReady       = "ready"       // session accepted the start message
 	EventTranscript  = "transcript"  // ASR partial or final (Final)
+	EventSpeechEnd   = "speech_end"  // the utterance ended (committed) with words heard: its final and turn follow
 	EventAnswer      = "answer"      // a delta of the answer's text; Final on the last
 	EventAudio       = "audio"       // audio format info, sent before the first binary frame
 	EventInterrupted = "interrupted" // the server cut the turn (barge-in); reply with interrupt{played_ms}

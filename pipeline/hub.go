@@ -143,6 +143,16 @@ func (h *hub) input(m inputEvent) {
 			"you spoke for over %s: the turn was ended there and what was said so far is answered", h.cfg.MaxTurn))
 		return
 	}
+	if m.kind == inputCommit {
+		// Words were heard (a partial of this utterance), so a final with
+		// words, and a turn, almost surely follow: transports that must
+		// announce an answer ahead of its audio (xiaozhi's tts start) can
+		// do it now instead of at the final.
+		if p := h.partialSeen; p.utt != nil && p.utt.utt == m.utt && p.text != "" {
+			h.event(&Event{Type: EventSpeechEnd, Turn: h.nextTurnID()})
+		}
+		return
+	}
 	if m.kind == inputSpeech {
 		// Speech of the utterance that started the turn (its event can
 		// arrive after the final transcript) is not a barge-in.

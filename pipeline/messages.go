@@ -30,12 +30,13 @@ const (
 	inputClient                     // a client event (playback_start, interrupt)
 	inputResume                     // semantic mode: speech again after a pause (seq)
 	inputTurnLimit                  // the utterance reached Config.MaxTurn and was ended there
+	inputCommit                     // the utterance ended (its final transcript is on its way)
 )
 
 // inputEvent goes from the audio-in stage to the turn manager.
 type inputEvent struct {
 	kind  inputKind
-	utt   int // inputSpeech, inputResume: the utterance's number
+	utt   int // inputSpeech, inputResume, inputCommit: the utterance's number
 	seq   int // inputResume: the pause's number
 	event ClientEvent
 	at    time.Time

@@ -505,6 +505,11 @@ func (d *device) handle(m xzIncoming) error {
 		t.Transcript = msg.Text
 		d.meter.EndOfSpeech(d.cur, m.at)
 		d.meter.Transcribed(d.cur, m.at)
+		if d.speaking {
+			// tts start came first (the server announces the answer when
+			// the utterance ends): the audio from here on is this turn's.
+			d.meter.Answering(d.cur)
+		}
 		fmt.Fprintf(d.cfg.Log, "you: %s\n", msg.Text)
 	case msg.Type == "tts" && msg.State == "start":
 		d.speaking = true

@@ -1,10 +1,12 @@
 package xiaozhi
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/voxpipe/voxpipe/asr"
 	"github.com/voxpipe/voxpipe/pipeline"
 )
 
@@ -75,9 +77,13 @@ func checkTurnOrder(t *testing.T, msgs []devMsg, wantSentence string) {
 			}
 		}
 	}
+	// tts start goes out at the end of the utterance when the session
+	// heard words by then (speech_end), else with the final transcript.
 	got := strings.Join(order, " ")
-	if !strings.HasPrefix(got, "stt llm tts:start tts:sentence_start audio") || !strings.HasSuffix(got, "audio tts:stop") {
-		t.Errorf("message order %q, want stt llm tts:start [sentence_start audio]… tts:stop", got)
+	announced := strings.HasPrefix(got, "tts:start stt llm tts:sentence_start audio")
+	atFinal := strings.HasPrefix(got, "stt llm tts:start tts:sentence_start audio")
+	if (!announced && !atFinal) || !strings.HasSuffix(got, "audio tts:stop") {
+		t.Errorf("message order %q, want [tts:start] stt llm [tts:start] [sentence_start audio]… tts:stop", got)
 	}
 	if audioN == 0 || audible == 0 {
 		t.Fatalf("%d audio packets (%d audible)", audioN, audible)
@@ -114,8 +120,12 @@ func TestDeviceTurnProtocolVersions(t *testing.T) {
 			from := speakTurn(t, ts, d, modeAuto, v == 1)
 			d.waitFor("tts stop", from, 30*time.Second, isMsg(typeTTS, ttsStop))
 			msgs := d.snapshot()[from:]
-			if msgs[0].typ != typeSTT || !strings.Contains(msgs[0].text, "weather") {
-				t.Fatalf("first message of the turn %s %q, want stt of %q (a burst became a turn?)", msgs[0].typ, msgs[0].text, question)
+			first := msgs[0]
+			if first.typ == typeTTS && first.state == ttsStart && len(msgs) > 1 {
+				first = msgs[1] // announced at the end of the utterance
+			}
+			if first.typ != typeSTT || !strings.Contains(first.text, "weather") {
+				t.Fatalf("first message of the turn %s %q, want stt of %q (a burst became a turn?)", first.typ, first.text, question)
 			}
 			checkTurnOrder(t, msgs, "It is sunny today.")
 			if d.dropped != 0 {
@@ -206,6 +216,9 @@ func TestDeviceManual(t *testing.T) {
 	i := d.waitFor("stt after listen stop", 0, 20*time.Second, isMsg(typeSTT, ""))
 	t.Logf("stt %v after listen stop", d.snapshot()[i].at.Sub(stopAt))
 	d.waitFor("tts stop", i, 30*time.Second, isMsg(typeTTS, ttsStop))
+	if i > 0 && isMsg(typeTTS, ttsStart)(d.snapshot()[i-1]) {
+		i-- // tts start went out at the end of the utterance
+	}
 	checkTurnOrder(t, d.snapshot()[i:], "")
 	ts.obs.mu.Lock()
 	defer ts.obs.mu.Unlock()
@@ -249,4 +262,65 @@ func TestDeviceFasterThanRealTime(t *testing.T) {
 		t.Errorf("stt %q, want %q", got, question)
 	}
 	d.waitFor("tts stop", i, 30*time.Second, isMsg(typeTTS, ttsStop))
+}
+
+// wordlessFinals recognises with rec but ends every utterance with an empty
+// final, as pocketsphinx may after partial words: the session starts no
+// turn.
+type wordlessFinals struct{ rec asr.Recognizer }
+
+func (w wordlessFinals) Start(ctx context.Context, rate int) (asr.Stream, error) {
+	s, err := w.rec.Start(ctx, rate)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan asr.Result, 16)
+	go func() {
+		defer close(out)
+		for r := range s.Results() {
+			if r.Final {
+				r.Text = ""
+			}
+			out <- r
+		}
+	}()
+	return wordlessStream{Stream: s, out: out}, nil
+}
+
+type wordlessStream struct {
+	asr.Stream
+	out chan asr.Result
+}
+
+func (s wordlessStream) Results() <-chan asr.Result { return s.out }
+
+// TestDeviceAnnouncedTurnTakenBack: tts start goes out when the utterance
+// ends with words heard; when the final then has none (no turn), the device
+// is not left speaking with its microphone off: tts stop follows.
+func TestDeviceAnnouncedTurnTakenBack(t *testing.T) {
+	checkLeaks(t)
+	rec, synth := engines(t)
+	ts := newTestServerASR(t, wordlessFinals{rec}, nil, nil)
+	d := dialDevice(t, ts.wsURL(), deviceOpts{})
+	d.sendJSON(map[string]any{"type": "listen", "state": "start", "mode": modeAuto})
+	d.stream(speak(t, synth, question), true)
+	d.streamUntil(func() bool { return d.has(0, isMsg(typeTTS, ttsStart)) }, 20*time.Second)
+	i := d.waitFor("tts start", 0, time.Second, isMsg(typeTTS, ttsStart))
+	j := d.waitFor("tts stop", i, 10*time.Second, isMsg(typeTTS, ttsStop))
+	msgs := d.snapshot()
+	if took := msgs[j].at.Sub(msgs[i].at); took < announcedTimeout-100*time.Millisecond || took > announcedTimeout+2*time.Second {
+		t.Errorf("tts stop %v after tts start, want about %v", took, announcedTimeout)
+	}
+	for _, m := range msgs[i:] {
+		if m.typ == typeSTT || m.typ == "audio" {
+			t.Errorf("%s after an utterance without words: %s", m.typ, summarize(msgs[i:]))
+			break
+		}
+	}
+	ts.model.mu.Lock()
+	n := len(ts.model.requests)
+	ts.model.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d LLM requests, want none", n)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.uber.org/goleak"
 
+	"github.com/voxpipe/voxpipe/asr"
 	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline"
@@ -130,7 +131,14 @@ func (ts *testServer) rejectedCount(code string) int {
 // and a scripted LLM; edit adjusts the config.
 func newTestServer(t testing.TB, answers []string, edit func(*Config, *pipeline.Config)) *testServer {
 	t.Helper()
-	asrEngine, ttsEngine := engines(t)
+	asrEngine, _ := engines(t)
+	return newTestServerASR(t, asrEngine, answers, edit)
+}
+
+// newTestServerASR is newTestServer recognising with rec.
+func newTestServerASR(t testing.TB, rec asr.Recognizer, answers []string, edit func(*Config, *pipeline.Config)) *testServer {
+	t.Helper()
+	_, ttsEngine := engines(t)
 	if len(answers) == 0 {
 		answers = []string{"It is sunny today."}
 	}
@@ -149,7 +157,7 @@ func newTestServer(t testing.TB, answers []string, edit func(*Config, *pipeline.
 		log = zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.DebugLevel)
 	}
 	h, err := New(cfg, Host{
-		Backends: pipeline.Backends{ASR: asrEngine, LLM: ts.model, TTS: ttsEngine},
+		Backends: pipeline.Backends{ASR: rec, LLM: ts.model, TTS: ttsEngine},
 		Pipeline: pc,
 		Observer: ts.obs,
 		Reserve: func() (func(), string) {

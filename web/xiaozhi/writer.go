@@ -16,14 +16,23 @@ import (
 
 const packetDur = frameDurationMs * time.Millisecond
 
+// announcedTimeout takes back a tts start sent at the end of an utterance
+// (pipeline.EventSpeechEnd) whose final transcript has not come this long
+// after: the recogniser found no words after all, and the session starts no
+// turn. The device would otherwise stay speaking, its microphone off.
+const announcedTimeout = 3 * time.Second
+
 // writer is the writer goroutine's state: it turns the session's output
-// into the firmware's message order (reference §9.1):
+// into the messages the firmware acts on (reference §9.1):
 //
-//	stt → llm (emotion) → tts start → [sentence_start → Opus packets]… → tts stop
+//	tts start → stt → llm (emotion) → [sentence_start → Opus packets]… → tts stop
 //
-// stt, llm and tts start go out together when the final transcript arrives
-// (long before the answer's first audio, so the device is speaking when the
-// audio comes; TTSStartLead guards the rest). Audio is the session's paced
+// tts start goes out when the session ends the person's utterance
+// (pipeline.EventSpeechEnd, sent when words were heard), so that
+// TTSStartLead, the time the device needs to switch to speaking, runs while
+// the recogniser finishes; stt and llm follow with the final transcript (the
+// firmware shows them whenever they come). Without that event (no partial
+// words yet), all three go out at the final. Audio is the session's paced
 // 20 ms frames gathered into 60 ms Opus packets; tts stop follows once the
 // audio sent has played (the device plays at real time from the first
 // packet). An abort, or a barge-in the session detected, sends tts stop at
@@ -46,12 +55,18 @@ type writer struct {
 	shown      int  // bytes of answer already sent as sentence_start
 	stopTimer  *time.Timer
 	stopDue    bool
+	// announced: tts start went out at the end of the utterance and its
+	// final transcript has not come yet; announceTimer takes it back.
+	announced     bool
+	announceTimer *time.Timer
 }
 
 func (c *conn) writeLoop() {
 	defer c.cancel()
-	w := &writer{c: c, stopTimer: time.NewTimer(time.Hour)}
+	w := &writer{c: c, stopTimer: time.NewTimer(time.Hour), announceTimer: time.NewTimer(time.Hour)}
 	w.stopTimer.Stop()
+	w.announceTimer.Stop()
+	defer w.announceTimer.Stop()
 	ping := time.NewTicker(c.h.host.IdleTimeout * 9 / 10)
 	defer ping.Stop()
 	idle := time.NewTicker(min(c.h.cfg.IdleTimeout/4, 5*time.Second))
@@ -95,6 +110,14 @@ func (c *conn) writeLoop() {
 		case <-w.stopTimer.C:
 			if w.stopDue && !w.ttsStop() {
 				return
+			}
+		case <-w.announceTimer.C:
+			if w.announced {
+				w.announced = false
+				w.c.log.Debug().Dur("after", announcedTimeout).Msg("no final transcript after speech_end: tts start taken back")
+				if !w.ttsStop() {
+					return
+				}
 			}
 		case <-ping.C:
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(c.h.host.WriteTimeout)); err != nil {
@@ -147,9 +170,20 @@ func (w *writer) output(o pipeline.Output) bool {
 	ev := o.Event
 	sid := w.c.id
 	switch ev.Type {
+	case pipeline.EventSpeechEnd:
+		if w.ttsOn { // an answer is still playing (realtime mode)
+			return true
+		}
+		w.announced = true
+		w.announceTimer.Reset(announcedTimeout)
+		return w.ttsStart()
 	case pipeline.EventTranscript:
 		if !ev.Final {
 			return true
+		}
+		if w.announced {
+			w.announced = false
+			w.announceTimer.Stop()
 		}
 		if w.stopDue && !w.ttsStop() { // the last turn's stop is still waiting
 			return false
@@ -222,7 +256,7 @@ func (w *writer) ttsStart() bool {
 }
 
 func (w *writer) ttsStop() bool {
-	w.stopDue = false
+	w.stopDue, w.announced = false, false
 	w.stopTimer.Stop()
 	w.ttsOn = false
 	w.c.touch() // the device listens again (or idles) from here
