@@ -14,6 +14,10 @@ var (
 	errStopped     = errors.New("pipeline: client sent stop")
 )
 
+// ErrOutputBacklog ends a session whose client stopped taking its output:
+// more than maxOutBacklog events waited for the transport (Run's out).
+var ErrOutputBacklog = errors.New("pipeline: the client is not reading: output backlog over its bound")
+
 // errLLMClosed is reported (as a backend error) when an llm.Model closes its
 // token channel without a Done or Err token.
 var errLLMClosed = errors.New("llm: stream closed before the answer was done")

@@ -68,6 +68,10 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 	defer h.stopTimers()
 	h.ctx = ctx
 	for {
+		if n := h.outQ.len(); n > maxOutBacklog {
+			h.log.Warn().Int("events", n).Msg("output backlog over its bound: the client is not reading; ending the session")
+			return ErrOutputBacklog
+		}
 		outCh, outV := h.outQ.next(ctl)
 		jobCh, jobV := h.jobQ.next(jobs)
 		var prefillCh chan<- *prefillJob // offered only while a job waits
@@ -481,6 +485,14 @@ func (h *hub) writeAssistant(t *turn, text string) {
 }
 
 func (h *hub) event(ev *Event) { h.outQ.push(outCtl{event: ev}) }
+
+// maxOutBacklog bounds the events the turn manager holds for the pacer,
+// which holds them while the transport does not take its output. A turn
+// makes at most a few hundred (a delta per token up to max_tokens, a
+// partial transcript per recogniser change); a backlog past this is a
+// client that stopped reading while the conversation went on, and ends
+// the session (ErrOutputBacklog) rather than grow without bound.
+const maxOutBacklog = 8192
 
 func (h *hub) sendError(turnID int, code, msg string) {
 	h.event(&Event{Type: EventError, Turn: turnID, Code: code, Message: msg})

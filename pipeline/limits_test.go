@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -118,5 +120,55 @@ func TestResume(t *testing.T) {
 		if err := sess.Resume(earlier, 3); err == nil {
 			t.Error("Resume after Run succeeded")
 		}
+	})
+}
+
+// TestOutputBacklogBounded: a client that stops taking the session's output
+// while the answer streams on (here 9000 deltas with no sentence break, so
+// the TTS path applies no back-pressure) ends the session with
+// ErrOutputBacklog instead of queueing events without bound.
+func TestOutputBacklogBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := testConfig()
+		toks := make([]string, 9000)
+		for i := range toks {
+			toks[i] = "x"
+		}
+		a, m, s := newBackends([]string{"go on"}, llmScript{tokens: toks, failAt: -1})
+		sess, err := NewSession("stalled", cfg, Backends{ASR: a, LLM: m, TTS: s}, nil, harnessLog)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := make(chan Input)
+		out := make(chan Output) // never read: the client stalled
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		runErr := make(chan error, 1)
+		go func() { runErr <- sess.Run(ctx, in, out) }()
+		n := cfg.InputRate * frameMs / 1000
+		speech, quiet := tone(n, cfg.InputRate, 220, 8000), make([]int16, n)
+		send := func(frame []int16, ms int) {
+			for range ms / frameMs {
+				select {
+				case in <- Input{Audio: append([]int16(nil), frame...)}:
+				case err := <-runErr:
+					runErr <- err
+					return
+				}
+				time.Sleep(frameDur)
+			}
+		}
+		send(quiet, 200)
+		send(speech, 400)
+		send(quiet, cfg.VAD.EndSilenceMs+100)
+		select {
+		case err := <-runErr:
+			if !errors.Is(err, ErrOutputBacklog) {
+				t.Fatalf("Run = %v, want ErrOutputBacklog", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the session kept queueing output for a client that reads nothing")
+		}
+		m.wg.Wait()
 	})
 }
