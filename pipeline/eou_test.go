@@ -177,6 +177,13 @@ func TestSpeculativeAnswer(t *testing.T) {
 				} else if n := len(h.llm.requests()); n != 2 {
 					t.Errorf("%d LLM requests, want 2 (discarded speculation, then the turn)", n)
 				}
+				committed, discarded := 0, 1
+				if tc.promoted {
+					committed, discarded = 1, 0
+				}
+				if c, d := h.obs.speculations(SpeculationCommitted), h.obs.speculations(SpeculationDiscarded); c != committed || d != discarded {
+					t.Errorf("observed %d committed, %d discarded speculations; want %d, %d", c, d, committed, discarded)
+				}
 				if n := audioFrames(outs); n != 10 { // two words of 100 ms: one answer's audio
 					t.Errorf("%d audio frames, want 10 (the discarded answer's audio is never sent)", n)
 				}
@@ -227,6 +234,9 @@ func TestSpeculationDiscardedOnResume(t *testing.T) {
 		}
 		if n := audioFrames(outs); n != 10 {
 			t.Errorf("%d audio frames, want 10 (one answer)", n)
+		}
+		if c, d := h.obs.speculations(SpeculationCommitted), h.obs.speculations(SpeculationDiscarded); c != 1 || d != 1 {
+			t.Errorf("observed %d committed, %d discarded speculations; want 1 and 1", c, d)
 		}
 		h.close()
 	})

@@ -269,7 +269,23 @@ type recObserver struct {
 	traces   []Trace
 	drops    map[string]int
 	buffered int
-	limited  int // TurnLimited calls
+	limited  int            // TurnLimited calls
+	specs    map[string]int // SpeculationEnded calls by result
+}
+
+func (o *recObserver) SpeculationEnded(result string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.specs == nil {
+		o.specs = map[string]int{}
+	}
+	o.specs[result]++
+}
+
+func (o *recObserver) speculations(result string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.specs[result]
 }
 
 func (o *recObserver) TurnLimited() {

@@ -23,6 +23,28 @@ import (
 // it (its context is cancelled and the pacer drops its audio unsent). At
 // most one speculation runs per session, and only while no turn is active.
 
+// SpeculationObserver is an optional Observer method: how a speculative
+// answer ended, SpeculationCommitted (it became the turn's answer) or
+// SpeculationDiscarded (speech resumed, the final differed or it failed;
+// nothing of it reached the client). web counts them as
+// voxpipe_speculations_total{result}, so the share of speculative work thrown
+// away is visible.
+type SpeculationObserver interface {
+	SpeculationEnded(result string)
+}
+
+// SpeculationObserver results.
+const (
+	SpeculationCommitted = "committed"
+	SpeculationDiscarded = "discarded"
+)
+
+func (h *hub) speculationEnded(result string) {
+	if o, ok := h.s.obs.(SpeculationObserver); ok {
+		o.SpeculationEnded(result)
+	}
+}
+
 // speculation is the turn manager's speculative answer, if any.
 type speculation struct {
 	t       *turn
@@ -94,6 +116,7 @@ func (h *hub) commitSpeculation(text string, utt *traceRec) bool {
 		return false
 	}
 	h.spec = nil
+	h.speculationEnded(SpeculationCommitted)
 	t := sp.t
 	t.promoted = true
 	h.turnSeq++ // == t.id
@@ -129,6 +152,7 @@ func (h *hub) discardSpeculation(why string) {
 		return
 	}
 	h.spec = nil
+	h.speculationEnded(SpeculationDiscarded)
 	sp.t.discarded = true
 	sp.t.cancel()
 	h.outQ.push(outCtl{discard: sp.t})

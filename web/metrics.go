@@ -27,6 +27,7 @@ type Metrics struct {
 	activeSessions prometheus.Gauge
 	framesDropped  *prometheus.CounterVec
 	asrBuffered    prometheus.Counter
+	speculations   *prometheus.CounterVec
 	framesRejected *prometheus.CounterVec
 	sessionsRej    *prometheus.CounterVec
 
@@ -127,6 +128,14 @@ func NewMetrics() *Metrics {
 		Help: "Audio frames kept in a session's ASR backlog because recognition fell behind real time (kept, not dropped).",
 	})
 	m.registry.MustRegister(m.asrBuffered)
+	m.speculations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voxpipe_speculations_total",
+		Help: "Speculative answers (started on a pause before the turn was committed) by how they ended: committed (played at the commit) or discarded (never reached the client).",
+	}, []string{"result"})
+	for _, r := range []string{pipeline.SpeculationCommitted, pipeline.SpeculationDiscarded} {
+		m.speculations.WithLabelValues(r)
+	}
+	m.registry.MustRegister(m.speculations)
 	m.registerCapacity()
 	m.registry.MustRegister(m.voiceToVoice, m.heard, m.promptTokens, m.earlyTokens, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -183,6 +192,10 @@ func (m *Metrics) FrameDropped(reason string) {
 // ASRFramesBuffered counts frames a session's ASR stage kept in its backlog
 // (pipeline.ASRBufferObserver).
 func (m *Metrics) ASRFramesBuffered(n int) { m.asrBuffered.Add(float64(n)) }
+
+// SpeculationEnded counts how a speculative answer ended
+// (pipeline.SpeculationObserver).
+func (m *Metrics) SpeculationEnded(result string) { m.speculations.WithLabelValues(result).Inc() }
 
 func (m *Metrics) frameRejected(code string) { m.framesRejected.WithLabelValues(code).Inc() }
 
@@ -302,6 +315,12 @@ type sessionObserver struct {
 func (o sessionObserver) ASRFramesBuffered(n int) {
 	if b, ok := o.Observer.(pipeline.ASRBufferObserver); ok {
 		b.ASRFramesBuffered(n)
+	}
+}
+
+func (o sessionObserver) SpeculationEnded(result string) {
+	if s, ok := o.Observer.(pipeline.SpeculationObserver); ok {
+		s.SpeculationEnded(result)
 	}
 }
 

@@ -49,6 +49,7 @@ func TestMetricsExposesNames(t *testing.T) {
 		"voxpipe_voice_to_voice_seconds", "voxpipe_active_sessions",
 		`voxpipe_frames_dropped_total{reason="input_full"}`, `voxpipe_frames_rejected_total{reason="too_large"}`,
 		`voxpipe_sessions_rejected_total{reason="full"}`, "voxpipe_turns_total",
+		`voxpipe_speculations_total{result="committed"}`, `voxpipe_speculations_total{result="discarded"}`,
 	}
 	for _, name := range want {
 		if !strings.Contains(string(text), name) {
