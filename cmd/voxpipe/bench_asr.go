@@ -256,7 +256,11 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 		if err != nil {
 			return nil, err
 		}
-		pcm = rs.Flush(rs.Process(nil, pcm))
+		// Flush returns in its own dst[:0]: it must not be given the
+		// output of Process, which it would overwrite (--rate gave a few
+		// samples of audio and no turn at all).
+		out := rs.Process(nil, pcm)
+		pcm = append(out, rs.Flush(nil)...)
 		inRate = b.rate
 	}
 	rec := b.rec

@@ -71,6 +71,19 @@ func TestBenchASR(t *testing.T) {
 			t.Errorf("%s: %+v, want 1 turn, 0 errors in 4 words, a latency and a CPU cost", r.Set, r)
 		}
 	}
+	// --rate 48000: the bench upsamples each file first, as a 48 kHz client
+	// sends it; the words must survive (a Flush that overwrote the
+	// resampled audio once left a few samples and no turn).
+	out.Reset()
+	if err := runBenchASR(context.Background(), []string{"--dir", dir, "--json", "--rate", "48000", "--only", "tune", "--set", "asr.sphinx.pool_size=1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if r := res.Tuning; r.Turns != 1 || r.Words != 4 || r.Errors != 0 {
+		t.Errorf("--rate 48000: %+v, want 1 turn and 0 errors in 4 words", r)
+	}
 	if err := runBenchASR(context.Background(), []string{"--dir", dir, "--rate", "7"}, &out); err == nil {
 		t.Error("--rate 7 accepted")
 	}
