@@ -30,9 +30,13 @@ func randBlocks(rng *rand.Rand, rows, cols, bb int) []byte {
 	return w
 }
 
+// readSink keeps the "read" case's result alive.
+var readSink uint64
+
 // BenchmarkMatVecStream reports single-thread weight bandwidth (GB/s of weights read) of the
 // matrix-vector products over a ~96 MiB matrix, called in engine-sized row chunks. F32 is the
-// bandwidth reference: it does the least work per byte. The portable Go tier is left out (too slow for this size).
+// bandwidth reference: it does the least work per byte; "read" is ReadStream over the same bytes (the
+// engine's bandwidth probe), "q8_0packed" the packed layout's one-row product (what Q8_0 decoding runs). The portable Go tier is left out (too slow for this size).
 func BenchmarkMatVecStream(b *testing.B) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, cols := range []int{576, 1536, 4864} {
@@ -41,7 +45,7 @@ func BenchmarkMatVecStream(b *testing.B) {
 		kinds := []struct {
 			name  string
 			bytes int // per row
-		}{{"q8_0", cols / QK * BlockQ8_0}, {"q4_0", cols / QK * BlockQ4_0}, {"f32", 4 * cols}}
+		}{{"q8_0", cols / QK * BlockQ8_0}, {"q8_0packed", cols / QK * BlockQ8_0}, {"q4_0", cols / QK * BlockQ4_0}, {"f32", 4 * cols}, {"read", cols / QK * BlockQ8_0}}
 		for _, k := range kinds {
 			rows := streamBytes / k.bytes
 			var run func()
@@ -60,6 +64,20 @@ func BenchmarkMatVecStream(b *testing.B) {
 						mv(out[r:r1], w, cols, r, r1, xq)
 					}
 				}
+			case "q8_0packed":
+				plain := randBlocks(rng, rows, cols, BlockQ8_0)
+				w := make([]byte, PackedQ8_0Size(rows, cols))
+				PackQ8_0(w, plain, rows, cols)
+				chunk := (streamChunk + PackRows - 1) / PackRows * PackRows
+				run = func() {
+					for r := 0; r < rows; r += chunk {
+						r1 := min(r+chunk, rows)
+						MatMulPackedQ8_0(out, 0, w, cols, r, r1, xq, 1)
+					}
+				}
+			case "read":
+				w := randBlocks(rng, rows, cols, BlockQ8_0)
+				run = func() { readSink ^= ReadStream(w) }
 			case "f32":
 				w := randF32(rng, rows*cols, 0.02)
 				run = func() {

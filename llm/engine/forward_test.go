@@ -264,3 +264,32 @@ func benchPrompt(b *testing.B, typ gguf.Type, threads int) {
 func BenchmarkDecodeSmolQ8(b *testing.B)  { benchDecode(b, gguf.TypeQ8_0, 2) }
 func BenchmarkDecodeSmolF32(b *testing.B) { benchDecode(b, gguf.TypeF32, 2) }
 func BenchmarkPromptSmolQ8(b *testing.B)  { benchPrompt(b, gguf.TypeQ8_0, 2) }
+
+// TestRowChunksBalanced checks the row chunks of the real shapes' matrices: chunk heights are
+// whole packed groups, at most maxChunkRows, and when the threads claim them in turn (equal
+// speeds) no thread streams more than 5% and one packed group more rows than the average: a decode step waits for the
+// last thread at every matrix. The old rule (rows/4 clamped to 1024) gave Qwen2.5-0.5B's 4864-row
+// FFN matrices chunks of 1024,1024,1024,1024,768, 16% above the average for one thread.
+func TestRowChunksBalanced(t *testing.T) {
+	for _, threads := range []int{2, 4} {
+		rt := &compute{threads: threads}
+		for _, rows := range []int{576, 896, 1536, 2048, 4864, 8192, 49152, 128256, 151936} {
+			rpc := rt.rowsPerChunk(rows)
+			if rpc%kernels.PackRows != 0 || rpc > maxChunkRows || rpc < 64 {
+				t.Errorf("threads %d rows %d: chunk %d rows", threads, rows, rpc)
+				continue
+			}
+			load := make([]int, threads)
+			for c, r0 := 0, 0; r0 < rows; c, r0 = c+1, r0+rpc {
+				load[c%threads] += min(rpc, rows-r0)
+			}
+			most := 0
+			for _, l := range load {
+				most = max(most, l)
+			}
+			if avg := float64(rows) / float64(threads); float64(most) > 1.05*avg+kernels.PackRows {
+				t.Errorf("threads %d rows %d: chunks of %d rows, the busiest thread streams %d rows (average %.0f)", threads, rows, rpc, most, avg)
+			}
+		}
+	}
+}
