@@ -14,7 +14,15 @@
 // Numerics, identical on both tiers and for every n: per (row, activation row) and block,
 // s = Σ w·x exactly in int32, p = float(s)·d_x, acc = fma(p, d_w, acc); blocks in order.
 
+#ifndef KN_X16_PF
 #define KN_X16_PF 4096 // bytes ahead to prefetch within a group's stream (4096 beat 512, 2048 and 8192 on the demo model)
+#endif
+// Both can be set at build time for experiments (CGO_CFLAGS="-O2 -g -DKN_X16_HINT=_MM_HINT_T1"). On the
+// device Xeon, Qwen2.5-0.5B Q8_0 decode, 2 cores: T1 42.6 vs T0 39.7 t/s (medians of 3, alternating;
+// spread ±10%), too close to change the default without more runs.
+#ifndef KN_X16_HINT
+#define KN_X16_HINT _MM_HINT_T0
+#endif
 
 #if KN_VNNI
 // x16dot: the block's dot products of 16 packed rows (wv, as stored: w+128) with one activation
@@ -49,7 +57,7 @@ static inline __attribute__((always_inline)) void KN_FN(x16tile)(int nx, const u
 		const uint8_t *wb = g + b * 512;
 		if (pf) {
 			for (int l = 0; l < 512; l += 64)
-				_mm_prefetch((const char *)(wb + KN_X16_PF + l), _MM_HINT_T0);
+				_mm_prefetch((const char *)(wb + KN_X16_PF + l), KN_X16_HINT);
 			if ((b & 1) == 0)
 				_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 		}
@@ -106,7 +114,7 @@ static inline __attribute__((always_inline)) void KN_FN(x16tile)(int nx, const u
 			const uint8_t *wb = g + b * 512 + 32 * h;
 			if (pf && h == 0) {
 				for (int l = 0; l < 512; l += 64)
-					_mm_prefetch((const char *)(g + b * 512 + KN_X16_PF + l), _MM_HINT_T0);
+					_mm_prefetch((const char *)(g + b * 512 + KN_X16_PF + l), KN_X16_HINT);
 				if ((b & 1) == 0)
 					_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 			}
