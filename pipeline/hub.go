@@ -285,7 +285,10 @@ func (h *hub) llm(m llmEvent) {
 	}
 	t := m.t
 	if !m.done {
-		if t.phase == phaseGenerating && t.ctx.Err() == nil {
+		// Not only while generating: the pacer's report that the audio
+		// ended can reach this goroutine before the LLM stage's last delta
+		// (they come on different channels), and the tail still shows it.
+		if (t.phase == phaseGenerating || t.phase == phaseTail) && t.cut == cutNone && t.ctx.Err() == nil {
 			h.event(&Event{Type: EventAnswer, Turn: t.id, Text: m.delta})
 		}
 		return
