@@ -271,14 +271,19 @@ func (s *Server) mountXiaozhi(cfg xiaozhi.Config) error {
 	// Devices cannot send API keys (the OTA check carries none, and the
 	// WebSocket's Authorization is the device token the OTA handed out), so
 	// their endpoints skip the access guard and check the device token and
-	// the allow list themselves (docs/xiaozhi.md).
+	// the allow list themselves (docs/xiaozhi.md); new device sessions still
+	// count against the per-IP session rate.
 	guarded, ota, ws := s.handler, h.OTAPath(), h.WSPath()
+	limited := s.guard.LimitSessions(s.mux)
 	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p := r.URL.Path; strings.HasPrefix(p, ota) || p == ws {
+		switch p := r.URL.Path; {
+		case p == ws:
+			limited.ServeHTTP(w, r)
+		case strings.HasPrefix(p, ota):
 			s.mux.ServeHTTP(w, r)
-			return
+		default:
+			guarded.ServeHTTP(w, r)
 		}
-		guarded.ServeHTTP(w, r)
 	})
 	return nil
 }

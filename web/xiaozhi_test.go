@@ -69,3 +69,43 @@ func TestXiaozhiMounted(t *testing.T) {
 	_ = dev.Close()
 	waitIdle(t, ts.srv)
 }
+
+// TestXiaozhiSessionRate: device WebSockets skip the API-key guard but not
+// the per-IP session rate: the second connection within the minute is
+// refused with 429, as a /ws session would be.
+func TestXiaozhiSessionRate(t *testing.T) {
+	checkLeaks(t)
+	ts := newTestServer(t, nil, func(c *Config) {
+		xc := xiaozhi.DefaultConfig()
+		c.Xiaozhi = &xc
+		c.Access.SessionsPerMinute = 1
+	})
+	url := "ws" + strings.TrimPrefix(ts.http.URL, "http") + "/xiaozhi/v1/"
+	h := http.Header{"Device-Id": {"24:0a:c4:12:34:56"}, "Protocol-Version": {"1"}}
+	dev, resp, err := websocket.DefaultDialer.Dial(url, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	_, resp, err = websocket.DefaultDialer.Dial(url, h)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("second device connection within the minute: %v (want 429 with Retry-After)", err)
+	}
+	if resp != nil {
+		_ = resp.Body.Close()
+	}
+	// The OTA check is no session: it is never rate limited.
+	for range 3 {
+		r, err := http.Post(ts.http.URL+"/xiaozhi/ota/", "application/json", strings.NewReader(`{"mac_address":"24:0a:c4:12:34:56"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = r.Body.Close()
+		if r.StatusCode != http.StatusOK {
+			t.Errorf("OTA: %d, want 200", r.StatusCode)
+		}
+	}
+	_ = dev.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+	_ = dev.Close()
+	waitIdle(t, ts.srv)
+}

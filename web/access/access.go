@@ -174,13 +174,31 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 			return
 		}
 		if rl == session && !g.allowSession(r) {
-			w.Header().Set("Retry-After", strconv.Itoa(max(1, 60/max(g.cfg.SessionsPerMinute, 1))))
-			g.refuse(w, r, http.StatusTooManyRequests, RejectRate, CodeRateLimited,
-				"too many new sessions from this address: at most "+strconv.Itoa(g.cfg.SessionsPerMinute)+" a minute")
+			g.refuseRate(w, r)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// LimitSessions applies only the per-IP session rate (SessionsPerMinute) to
+// next: for session endpoints that check their clients themselves and so
+// skip Wrap (xiaozhi devices cannot send API keys), which must not escape
+// the rate limit with it.
+func (g *Guard) LimitSessions(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.allowSession(r) {
+			g.refuseRate(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (g *Guard) refuseRate(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", strconv.Itoa(max(1, 60/max(g.cfg.SessionsPerMinute, 1))))
+	g.refuse(w, r, http.StatusTooManyRequests, RejectRate, CodeRateLimited,
+		"too many new sessions from this address: at most "+strconv.Itoa(g.cfg.SessionsPerMinute)+" a minute")
 }
 
 func (g *Guard) refuse(w http.ResponseWriter, r *http.Request, status int, limit, code, msg string) {
