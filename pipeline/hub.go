@@ -43,7 +43,11 @@ type hub struct {
 	spec        *speculation       // the speculative answer, if any (speculate.go)
 	partialSeen latestPartial      // the utterance's latest partial transcript
 	resumedSeq  int                // the last pause the person spoke after
-	early       earlyStart
+	// finalOf is the turn the last final transcript went to, and its
+	// utterance: a turn-limit report that arrives after that final (the two
+	// come on different channels) names that turn.
+	finalOf struct{ utt, turn int }
+	early   earlyStart
 
 	turnSeq int
 	pending *pendingUser
@@ -141,9 +145,13 @@ func (h *hub) input(m inputEvent) {
 		return
 	}
 	if m.kind == inputTurnLimit {
-		// The utterance's final transcript is still on its way: it gets
-		// the turn number the next final gets.
-		h.sendError(h.nextTurnID(), CodeTurnLimit, fmt.Sprintf(
+		// The utterance's final transcript may still be on its way (then it
+		// gets the turn number the next final gets) or may have come first.
+		turn := h.nextTurnID()
+		if h.finalOf.utt == m.utt && h.finalOf.turn > 0 {
+			turn = h.finalOf.turn
+		}
+		h.sendError(turn, CodeTurnLimit, fmt.Sprintf(
 			"you spoke for over %s: the turn was ended there and what was said so far is answered", h.cfg.MaxTurn))
 		return
 	}
@@ -265,11 +273,19 @@ func (h *hub) transcript(m asrEvent) {
 		h.pending = &pendingUser{id: h.turnSeq, text: text, trace: m.trace}
 	}
 	h.event(&Event{Type: EventTranscript, Turn: h.pending.id, Text: text, Final: true})
+	h.noteFinal(m.trace, h.pending.id)
 	if t := h.cur; t != nil && h.cfg.BargeIn && interruptible(t) {
 		// Speech too short to trigger barge-in by itself, but real words.
 		h.cutTurn(t, cutServer, time.Now())
 	}
 	h.maybeStart()
+}
+
+// noteFinal records that utterance tr's final transcript went to turn.
+func (h *hub) noteFinal(tr *traceRec, turn int) {
+	if tr != nil {
+		h.finalOf.utt, h.finalOf.turn = tr.utt, turn
+	}
 }
 
 func (h *hub) nextTurnID() int {

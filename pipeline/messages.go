@@ -36,7 +36,7 @@ const (
 // inputEvent goes from the audio-in stage to the turn manager.
 type inputEvent struct {
 	kind  inputKind
-	utt   int // inputSpeech, inputResume, inputCommit: the utterance's number
+	utt   int // inputSpeech, inputResume, inputCommit, inputTurnLimit: the utterance's number
 	seq   int // inputResume: the pause's number
 	event ClientEvent
 	at    time.Time

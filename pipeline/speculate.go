@@ -126,6 +126,7 @@ func (h *hub) commitSpeculation(text string, utt *traceRec) bool {
 	t.trace.setTurn(t.id)
 	t.trace.setSpeculative(time.Since(sp.started))
 	h.event(&Event{Type: EventTranscript, Turn: t.id, Text: text, Final: true})
+	h.noteFinal(utt, t.id)
 
 	h.s.histMu.Lock()
 	h.s.history = append(h.s.history, llm.Message{Role: llm.RoleUser, Content: text})
