@@ -2,10 +2,12 @@ package sphinx
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 
 	"github.com/voxpipe/voxpipe/asr"
+	csphinx "github.com/voxpipe/voxpipe/cgo/sphinx"
 )
 
 // TestPoolFillsInBackground: New returns after one decoder; the rest of
@@ -125,5 +127,52 @@ func TestCMNInitRejected(t *testing.T) {
 		if _, err := New(cfg); err == nil {
 			t.Errorf("CMNInit %q accepted", v)
 		}
+	}
+}
+
+// TestFailedWriteFreesDecoder: a decoder whose Write failed is freed when
+// the utterance ends, even though ending it succeeds: its state is unknown,
+// so it must not serve the next session (it went back to the pool before).
+func TestFailedWriteFreesDecoder(t *testing.T) {
+	requireModel(t)
+	cfg := DefaultConfig()
+	cfg.PoolSize, cfg.PoolMaxIdle = 0, 2
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	errFault := errors.New("injected fault")
+	for _, end := range []string{"close", "cancel"} {
+		t.Run(end, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			st, err := r.Start(ctx, SampleRate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.process = func(*csphinx.Decoder, []int16) error { return errFault }
+			err = st.Write(make([]int16, 320))
+			r.process = (*csphinx.Decoder).ProcessRaw
+			if !errors.Is(err, errFault) {
+				t.Fatalf("Write: have %v, want the injected fault", err)
+			}
+			before := r.Stats().Idle
+			if end == "close" {
+				if err := st.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			} else {
+				cancel()
+				for range st.Results() {
+				}
+				// Close waits for the cancellation's cleanup (it holds the
+				// stream's lock while it ends the utterance).
+				_ = st.Close()
+			}
+			if have := r.Stats().Idle; have != before {
+				t.Errorf("idle decoders %d -> %d: the failed decoder went back to the pool", before, have)
+			}
+		})
 	}
 }

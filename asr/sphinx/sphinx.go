@@ -58,6 +58,10 @@ type Recognizer struct {
 	cmn     []float32 // mean every new decoder and session starts from
 	cmnNB   []float32 // mean narrowband sessions start from (nil: cmn)
 
+	// process feeds audio to a decoder: (*csphinx.Decoder).ProcessRaw,
+	// replaced by tests to make a Write fail.
+	process func(*csphinx.Decoder, []int16) error
+
 	wg sync.WaitGroup // background builds
 
 	mu       sync.Mutex // guards the fields below
@@ -95,6 +99,7 @@ func New(cfg Config) (*Recognizer, error) {
 		warmUp:  cfg.WarmUp,
 		cmn:     cmn,
 		cmnNB:   cmnNB,
+		process: (*csphinx.Decoder).ProcessRaw,
 	}
 	d, err := r.newDecoder()
 	if err != nil {

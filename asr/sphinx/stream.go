@@ -28,6 +28,7 @@ type stream struct {
 	mu      sync.Mutex // guards everything below, shared by Write/Close and the cancel callback
 	dec     *csphinx.Decoder
 	ended   bool   // Close ran or ctx was cancelled; dec is back in the pool
+	broken  bool   // a Write failed: dec's state is unknown, free it at the end
 	sent    []byte // text of the last partial delivered
 	scratch []byte // current hypothesis, reused every Write
 }
@@ -59,7 +60,10 @@ func (s *stream) Write(pcm []int16) error {
 		}
 		return fmt.Errorf("sphinx: write: %w", ErrClosed)
 	}
-	if err := s.dec.ProcessRaw(pcm); err != nil {
+	if err := s.rec.process(s.dec, pcm); err != nil {
+		// pocketsphinx may have stopped mid-frame: the decoder must not
+		// serve another utterance, even if ending this one succeeds.
+		s.broken = true
 		return fmt.Errorf("sphinx: write: %w", err)
 	}
 	s.scratch = s.dec.AppendHyp(s.scratch[:0])
@@ -100,6 +104,11 @@ func (s *stream) Close() error {
 	}
 	s.results <- asr.Result{Text: d.Hyp(), Final: true, At: time.Now()}
 	close(s.results)
+	if s.broken {
+		// Neither the decoder nor the mean it ended with can be trusted.
+		_ = d.Close()
+		return nil
+	}
 	if s.sess != nil {
 		s.sess.learn(d)
 	}
@@ -120,7 +129,7 @@ func (s *stream) cancel() {
 	close(s.results)
 	d := s.dec
 	s.dec = nil
-	if err := d.EndUtt(); err != nil && !errors.Is(err, csphinx.ErrClosed) {
+	if err := d.EndUtt(); (err != nil && !errors.Is(err, csphinx.ErrClosed)) || s.broken {
 		_ = d.Close()
 		return
 	}
