@@ -172,6 +172,21 @@ const (
 
 func ema(v *float64, x, w float64) { *v += w * (x - *v) }
 
+// emaTime is ema for a time, whose noise is one-sided: a thread the OS
+// deschedules makes a pass slow, nothing makes one fast. A slower
+// measurement moves the average an eighth as far as a faster one, so the
+// costs follow the machine's quiet speed and a few stalled passes on a
+// busy machine do not price long proposals out for the rest of the run
+// (they did: one 2-row pass measured at 2.3 one-token steps kept a run on
+// one proposal a round through passages kept 95% of the time).
+func emaTime(v *float64, x float64) {
+	w := timeWeight
+	if x > *v {
+		w /= 8
+	}
+	*v += w * (x - *v)
+}
+
 // chooseK picks the proposal count with the best expected tokens per
 // second: a round with k proposals yields 1 + Σ_{i≤k} Π_{j<i} accAt[j]
 // tokens and costs passT[0]·(passT[k] + k·draftT) + extraT. Both sides are
@@ -700,7 +715,7 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 			return
 		}
 		if sp != nil {
-			ema(&sp.passT[0], time.Since(start).Seconds(), timeWeight)
+			emaTime(&sp.passT[0], time.Since(start).Seconds())
 		}
 		seq.tokens = append(seq.tokens, pending)
 		g.advance(g.samp.sample(e.rt.logits))
@@ -718,7 +733,9 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 	// Relative to the one-token step, so that a change of machine load
 	// (which moves all pass times alike) does not leave stale entries
 	// looking cheap or dear.
-	ema(&sp.passT[k], d/sp.passT[0], timeWeight)
+	// A pass over k+1 rows costs at least one one-token step and at most
+	// k+1 of them; outside that a measurement is the machine's noise.
+	emaTime(&sp.passT[k], min(max(d/sp.passT[0], 1), float64(k+1)))
 	sp.passN[k] = min(sp.passN[k]+1, passFitCap)
 	seq.tokens = append(seq.tokens, pending)
 	sp.stats.Rounds++

@@ -587,3 +587,18 @@ func TestLookupStopsAndBuckets(t *testing.T) {
 		t.Errorf("bigram matches kept at the two depths tried: k %d, want %d", k, specMaxK)
 	}
 }
+
+// TestEmaTime: a slower measurement moves a cost an eighth as far as a
+// faster one.
+func TestEmaTime(t *testing.T) {
+	v := 1.0
+	emaTime(&v, 2)
+	if want := 1 + timeWeight/8; v != want {
+		t.Fatalf("after a slow pass %v, want %v", v, want)
+	}
+	v = 1
+	emaTime(&v, 0.5)
+	if want := 1 - timeWeight*0.5; v != want {
+		t.Fatalf("after a fast pass %v, want %v", v, want)
+	}
+}
