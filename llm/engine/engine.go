@@ -105,6 +105,7 @@ type request struct {
 	// queued (BenchConcurrent's is random tokens). BenchConcurrent also sets
 	// ignoreEOG: decoding runs to MaxTokens whatever the model samples.
 	prompt    []int32
+	opens     []string // likely answer openings (opening.go), found off the scheduler too
 	ignoreEOG bool
 	timing    *seqTiming
 
@@ -278,7 +279,7 @@ func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token,
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
-	r := &request{ctx: ctx, req: req, prompt: prompt, out: make(chan llm.Token, maxTokens+3), enqueued: called}
+	r := &request{ctx: ctx, req: req, prompt: prompt, opens: e.openingsFor(req.Messages), out: make(chan llm.Token, maxTokens+3), enqueued: called}
 	if err := e.enqueue(r); err != nil {
 		return nil, err
 	}

@@ -83,9 +83,10 @@ type generation struct {
 	stream    *tokenizer.TextStream
 	maxTokens int
 	count     int
-	stopped   bool    // a stop string ended the answer
-	plain     bool    // decode without speculation even when configured
-	ids       []int32 // recorded tokens when r is nil
+	stopped   bool     // a stop string ended the answer
+	plain     bool     // decode without speculation even when configured
+	opens     []string // likely openings of the answer, for prompt lookup (opening.go); nil once past them
+	ids       []int32  // recorded tokens when r is nil
 	ended     bool
 	err       error
 }
@@ -187,7 +188,7 @@ func (e *Engine) newGeneration(r *request) (*generation, error) {
 	if len(prompt) == 0 {
 		return nil, ErrEmptyPrompt
 	}
-	g := &generation{e: e, r: r, prompt: prompt, maxTokens: maxTokens}
+	g := &generation{e: e, r: r, prompt: prompt, maxTokens: maxTokens, opens: r.opens}
 	g.seq = e.acquireSequence(req.Conversation, g)
 	cached := commonPrefix(g.seq.tokens, prompt)
 	if cached == len(prompt) && !r.prefillOnly {

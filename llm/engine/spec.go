@@ -26,7 +26,12 @@ package engine
 //     Prompt lookup keeps those chances apart by the length of the n-gram
 //     it matched (a trigram inside a quoted passage is kept far more often
 //     than a single repeated word), and ends a proposal before its first
-//     control token and after its first newline (specRound).
+//     control token and after its first newline (specRound). An answer to
+//     a "what is X" question first gets the rest of its likely opening
+//     ("A volcano is a", opening.go), measured in a bucket of its own, and
+//     a token the target keeps replacing with the same other one ("\n"
+//     at the end of a quoted passage with ".") is proposed as that one
+//     (substitute).
 //     On the demo model a verification row costs ~0.15-0.2 of a one-token
 //     step and a draft step ~0.1-0.15, which caps the speed-up near 1.3-1.5x
 //     at the distilled draft's acceptance; memory-bound targets gain more.
@@ -49,12 +54,17 @@ import (
 const specMaxK = 8
 
 // specBuckets are the contexts acceptance is measured in: 0 for a draft
-// model, n for a prompt-lookup match of an n-gram (1-3). (Also keeping
+// model, n for a prompt-lookup match of an n-gram (1-3), bucketOpening for
+// an answer's opening. (Also keeping
 // apart matches whose proposal stops within 3 tokens, the question's
 // "volcano?" against the passage's "volcano: a fissure ...", gained in a
 // replay of grounded answers but not in measurement: 1.58-1.99x against
 // 1.91-2.17x.)
-const specBuckets = 4
+const specBuckets = 5
+
+// bucketOpening is the bucket of proposals that begin with an answer's
+// likely opening (opening.go).
+const bucketOpening = 4
 
 // draftOneThreadBytes is the weight size below which a draft model decodes
 // on one thread.
@@ -133,6 +143,13 @@ type speculator struct {
 	// stopAt marks the tokens a lookup proposal ends at (stopBefore,
 	// stopAfter); nil: none.
 	stopAt []uint8
+	// Corrections learnt from rejected lookup proposals (substitute):
+	// where a proposal had token d and the target chose subTo[d] instead,
+	// subN[d] times running. Nil for a draft model.
+	subTo   []int32
+	subN    []uint8
+	subAt   int   // depth of the substituted proposal in this round; -1: none
+	subFrom int32 // the token it replaced
 }
 
 func newSpeculator(vocab int, draft *draftModel, draftCost float64) *speculator {
@@ -149,6 +166,11 @@ func newSpeculator(vocab int, draft *draftModel, draftCost float64) *speculator 
 		}
 	}
 	sp.seedTimes(1e-3, 0.2, 0.1, draftCost)
+	if draft == nil {
+		sp.subTo = make([]int32, vocab)
+		sp.subN = make([]uint8, vocab)
+	}
+	sp.subAt = -1
 	return sp
 }
 
@@ -353,6 +375,66 @@ func (sp *speculator) cutDraft(props []int32) int {
 		}
 	}
 	return len(props)
+}
+
+// subMin is how many times running the target must have replaced a
+// proposed token with the same other token before lookup proposes that
+// one instead.
+const subMin = 2
+
+// substitute applies a learnt correction to a lookup proposal: the first
+// token the target has lately replaced with another, subMin times running,
+// becomes that other token, and the proposal ends after it (the source went
+// on from the replaced token, the answer from its own). Grounded answers
+// end a quoted passage with "." where the passage has a newline, and say
+// "volcano is" where the question has "volcano?": after two answers the
+// round that reaches the passage's end also proposes the full stop, and
+// the answer ends in that round instead of one more. It returns the
+// proposal's new length and records the substituted depth in sp.subAt.
+func (sp *speculator) substitute(props []int32) int {
+	sp.subAt = -1
+	if sp.subN == nil {
+		return len(props)
+	}
+	for i, id := range props {
+		if id >= 0 && int(id) < len(sp.subN) && sp.subN[id] >= subMin {
+			sp.subFrom, props[i] = id, sp.subTo[id]
+			sp.subAt = i
+			return i + 1
+		}
+	}
+	return len(props)
+}
+
+// learn records what the target did with lookup proposal d at depth j:
+// kept it, or chose next instead. A kept token's correction no longer
+// holds; a replaced one's is counted (or started). A substituted proposal
+// counts for the token it replaced: kept, the correction stands; rejected,
+// the target's choice there starts a new count.
+func (sp *speculator) learn(j int, d, next int32, accepted bool) {
+	if sp.subN == nil {
+		return
+	}
+	if j == sp.subAt {
+		if accepted {
+			return
+		}
+		d = sp.subFrom
+	}
+	if d < 0 || int(d) >= len(sp.subN) {
+		return
+	}
+	switch {
+	case accepted:
+		sp.subN[d] = 0
+	case next < 0 || int(next) >= len(sp.subN) || (sp.stopAt != nil && sp.stopAt[next] == stopBefore):
+		// The answer ends instead (a control token): that says nothing
+		// of what replaces d where it goes on.
+	case sp.subTo[d] == next && sp.subN[d] > 0:
+		sp.subN[d] = min(sp.subN[d]+1, 255)
+	default:
+		sp.subTo[d], sp.subN[d] = next, 1
+	}
 }
 
 // calibrate measures the relative costs chooseK uses: the best of a few
@@ -660,9 +742,18 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 		// length of its match picks the acceptance measurements k is
 		// chosen by, and the proposal ends at a stop token.
 		seq.tokens = append(seq.tokens, pending)
-		avail, n := lookupDraftN(seq.tokens, sp.batch[1:1+specMaxK], e.tok.IsControl)
+		avail, n := 0, 0
+		if g.opens != nil {
+			if avail = e.openingDraft(g, seq.tokens, sp.batch[1:1+specMaxK]); avail > 0 {
+				n = bucketOpening
+			}
+		}
+		if avail == 0 {
+			avail, n = lookupDraftN(seq.tokens, sp.batch[1:1+specMaxK], e.tok.IsControl)
+		}
 		seq.tokens = seq.tokens[:pos]
-		if avail = sp.cutDraft(sp.batch[1 : 1+avail]); avail > 0 {
+		avail = sp.cutDraft(sp.batch[1 : 1+avail])
+		if avail = sp.substitute(sp.batch[1 : 1+avail]); avail > 0 {
 			sp.bucket = n
 			k = min(sp.chooseK(), avail, room)
 			// When the chooser says "no proposals" a strong match (two
@@ -752,6 +843,7 @@ func (e *Engine) specRound(ctx context.Context, g *generation) {
 		}
 		accepted := next == d
 		sp.observe(j, accepted)
+		sp.learn(j, d, next, accepted)
 		if !accepted {
 			break
 		}
@@ -811,7 +903,7 @@ func (sp *speculator) verifySampled(s *sampler, j int, d int32) int32 {
 // decodeIDs decodes a fresh sequence after prompt and returns the tokens,
 // for Bench and tests. speculate=false decodes plainly even when a drafter
 // is configured. It must run on the scheduler goroutine.
-func (e *Engine) decodeIDs(ctx context.Context, prompt []int32, p samplerParams, maxTokens int, speculate bool) (ids []int32, prefill, decode time.Duration, err error) {
+func (e *Engine) decodeIDs(ctx context.Context, prompt []int32, opens []string, p samplerParams, maxTokens int, speculate bool) (ids []int32, prefill, decode time.Duration, err error) {
 	seq := &sequence{tokens: make([]int32, 0, e.cfg.ContextSize), kv: newKVCache(&e.model.hp, e.cfg.ContextSize)}
 	start := time.Now()
 	if _, err = e.prefill(ctx, seq, prompt); err != nil {
@@ -819,7 +911,7 @@ func (e *Engine) decodeIDs(ctx context.Context, prompt []int32, p samplerParams,
 	}
 	prefill = time.Since(start)
 	e.samp.reset(p, prompt)
-	g := &generation{e: e, seq: seq, samp: e.samp, maxTokens: maxTokens, ids: make([]int32, 0, maxTokens), plain: !speculate || e.spec == nil, decoding: true}
+	g := &generation{e: e, seq: seq, prompt: prompt, samp: e.samp, maxTokens: maxTokens, ids: make([]int32, 0, maxTokens), plain: !speculate || e.spec == nil, decoding: true, opens: opens}
 	start = time.Now()
 	g.advance(g.samp.sample(e.rt.logits))
 	for !g.ended {

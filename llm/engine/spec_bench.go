@@ -80,7 +80,7 @@ func (e *Engine) benchSpecOnce(ctx context.Context, res *SpecBenchResult, convs 
 			return err
 		}
 		res.PromptTokens += len(prompt)
-		plain, _, tPlain, err := e.decodeIDs(ctx, prompt, params, maxTokens, false)
+		plain, _, tPlain, err := e.decodeIDs(ctx, prompt, nil, params, maxTokens, false)
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func (e *Engine) benchSpecOnce(ctx context.Context, res *SpecBenchResult, convs 
 		if e.spec.draft != nil {
 			e.spec.draft.seq.tokens = e.spec.draft.seq.tokens[:0]
 		}
-		fast, _, tSpec, err := e.decodeIDs(ctx, prompt, params, maxTokens, true)
+		fast, _, tSpec, err := e.decodeIDs(ctx, prompt, e.openingsFor(msgs), params, maxTokens, true)
 		if err != nil {
 			return err
 		}

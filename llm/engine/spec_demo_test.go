@@ -99,6 +99,18 @@ var demoQuotes = []string{
 	"Repeat after me: the meeting with the design team has moved to Thursday at three in the afternoon.",
 }
 
+// demoGrounded are knowledge prompts as the server sends them (voxpipe
+// knowledge query --augment): the answers quote the passage after
+// restating the question, some not as the likely opening has it ("An apple
+// is fruit ...", "A candle is stick ...").
+var demoGrounded = []string{
+	"Facts that may help:\nvolcano: a fissure in the earth's crust through which molten lava and gases erupt\n\nQuestion: What is a volcano?",
+	"Facts that may help:\napple: fruit with red or yellow or green skin and sweet to tart crisp whitish flesh\nAPPLE: A revision of APL for the Illiac IV.\n\nQuestion: What is an apple?",
+	"Facts that may help:\ncandle: stick of wax with a wick in the middle\nCandle: Part of the Scorpion environment development system.\n\nQuestion: What is a candle?",
+	"Facts that may help:\nbread: food made from dough of flour or meal and usually raised with yeast or baking powder and then baked\nbread: cover with bread crumbs\n\nQuestion: What is bread?",
+	"Facts that may help:\nMoon: the natural satellite of the Earth\nmoon: have dreamlike musings or fantasies while awake\n\nQuestion: What is the moon?",
+}
+
 func demoConvs(questions []string) [][]llm.Message {
 	convs := make([][]llm.Message, len(questions))
 	for i, q := range questions {
@@ -132,6 +144,10 @@ func TestDemoSpecGreedyIdentical(t *testing.T) {
 		{"draft", func(c *Config) { c.DraftPath = draft }, demoQuestions[:3]},
 		{"self-q4", func(c *Config) { c.DraftPath = demoSelfDraft(t, target) }, demoQuestions[3:5]},
 		{"lookup", func(c *Config) { c.PromptLookup = true }, demoQuotes[:2]},
+		// Adaptive k, answer openings and learnt corrections (the full stop
+		// proposed where the passage has a newline), each grounded answer
+		// twice so the corrections are in use the second time.
+		{"lookup-grounded", func(c *Config) { c.PromptLookup = true }, append(demoGrounded, demoGrounded...)},
 	}
 	for _, c := range cases {
 		cfg := DefaultConfig()
@@ -141,8 +157,18 @@ func TestDemoSpecGreedyIdentical(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.spec.fixedK = 4 // exercise verification whatever the calibration says
+		if c.name != "lookup-grounded" {
+			e.spec.fixedK = 4 // exercise verification whatever the calibration says
+		}
 		res, err := e.BenchSpec(context.Background(), demoConvs(c.questions), 64, 1)
+		subs := 0
+		if e.spec.subN != nil {
+			for _, n := range e.spec.subN {
+				if n >= subMin {
+					subs++
+				}
+			}
+		}
 		e.Close()
 		if err != nil {
 			t.Fatal(err)
@@ -153,6 +179,9 @@ func TestDemoSpecGreedyIdentical(t *testing.T) {
 		}
 		if res.Stats.Drafted == 0 {
 			t.Fatalf("%s: nothing drafted", c.name)
+		}
+		if c.name == "lookup-grounded" && (!e.spec.accSeen[bucketOpening][0] || subs == 0) {
+			t.Fatalf("%s: openings measured %v, %d corrections learnt: the grounded paths were not exercised", c.name, e.spec.accSeen[bucketOpening][0], subs)
 		}
 	}
 }

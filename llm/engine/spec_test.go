@@ -20,7 +20,7 @@ func specIDs(t *testing.T, e *Engine, prompt []int32, p samplerParams, maxTokens
 	var ids []int32
 	var err error
 	if qerr := e.runOnScheduler(context.Background(), func() {
-		ids, _, _, err = e.decodeIDs(context.Background(), prompt, p, maxTokens, speculate)
+		ids, _, _, err = e.decodeIDs(context.Background(), prompt, nil, p, maxTokens, speculate)
 	}); qerr != nil {
 		t.Fatal(qerr)
 	}
@@ -528,7 +528,7 @@ func BenchmarkSpecDecodeStep(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		var derr error
 		e.runOnScheduler(context.Background(), func() {
-			_, _, _, derr = e.decodeIDs(context.Background(), prompt, samplerParams{}, 400, true)
+			_, _, _, derr = e.decodeIDs(context.Background(), prompt, nil, samplerParams{}, 400, true)
 		})
 		if derr != nil {
 			b.Fatal(derr)
