@@ -112,6 +112,53 @@ static vp_hyp_t vp_hyp(ps_decoder_t *ps) {
 	return h;
 }
 
+// vp_nbest walks the n-best list of the utterance that just ended (the A*
+// search over its word lattice) and copies up to n distinct hypotheses
+// into buf, each NUL-terminated at offs[i], with their path scores in
+// natural log units in scores[i]. It pops at most maxpaths complete paths
+// (A* yields one word string once per segmentation) and frees the search
+// before returning, so no C memory outlives the call. It returns how many
+// it copied, or -1 when the decoder has no lattice.
+static int vp_nbest(ps_decoder_t *ps, int n, int maxpaths, char *buf, size_t bufn,
+		int32 *offs, double *scores, char *err, size_t errn) {
+	vp_err[0] = '\0';
+	ps_nbest_t *nb = ps_nbest(ps);
+	if (nb == NULL) {
+		vp_err_take(err, errn);
+		return -1;
+	}
+	logmath_t *lmath = ps_get_logmath(ps);
+	int count = 0;
+	size_t used = 0;
+	for (int popped = 0; nb != NULL && count < n && popped < maxpaths; popped++) {
+		int32 score = 0;
+		const char *t = ps_nbest_hyp(nb, &score);
+		if (t == NULL) {
+			t = "";
+		}
+		int dup = 0;
+		for (int i = 0; i < count && !dup; i++) {
+			dup = strcmp(buf + offs[i], t) == 0;
+		}
+		size_t len = strlen(t);
+		if (!dup) {
+			if (used + len + 1 > bufn) {
+				break;
+			}
+			memcpy(buf + used, t, len + 1);
+			offs[count] = (int32)used;
+			scores[count] = logmath_log_to_ln(lmath, score);
+			used += len + 1;
+			count++;
+		}
+		nb = ps_nbest_next(nb); // frees the search when it is exhausted
+	}
+	if (nb != NULL) {
+		ps_nbest_free(nb);
+	}
+	return count;
+}
+
 // vp_cmn_len is the length of the decoder's cepstral vector (13 for en-us).
 static int vp_cmn_len(ps_decoder_t *ps) {
 	feat_t *f = ps_get_feat(ps);
@@ -138,6 +185,7 @@ static void vp_cmn_set(ps_decoder_t *ps, const float *vec) {
 import "C"
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"strings"
@@ -283,6 +331,41 @@ func (d *Decoder) EndUtt() error {
 		return fmt.Errorf("%w: end utterance: %s", ErrDecode, orDefault(takeErr(d.errBuf), "ps_end_utt failed"))
 	}
 	return nil
+}
+
+// nbestTextBytes bounds the text NBest copies out of one list.
+const nbestTextBytes = 16 << 10
+
+// NBest returns up to n distinct hypotheses of the utterance that just
+// ended, best first, from pocketsphinx's A* search over its word lattice
+// (ps_nbest). The search yields the same words once per segmentation;
+// maxPaths bounds how many paths it takes (its cost), so fewer than n may
+// come back. Call it after EndUtt and before the next StartUtt. It holds no
+// C memory after it returns.
+func (d *Decoder) NBest(n, maxPaths int) ([]NBestHyp, error) {
+	if d.ps == nil {
+		return nil, ErrClosed
+	}
+	if n <= 0 || maxPaths <= 0 {
+		return nil, nil
+	}
+	buf := make([]byte, nbestTextBytes)
+	offs := make([]int32, n)
+	scores := make([]float64, n)
+	k := C.vp_nbest(d.ps, C.int(n), C.int(maxPaths), (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)),
+		(*C.int32)(unsafe.Pointer(&offs[0])), (*C.double)(unsafe.Pointer(&scores[0])), d.errBuf, errBufSize)
+	if k < 0 {
+		return nil, fmt.Errorf("%w: n-best: %s", ErrDecode, orDefault(takeErr(d.errBuf), "no lattice for the utterance"))
+	}
+	out := make([]NBestHyp, int(k))
+	for i := range out {
+		t := buf[offs[i]:]
+		if j := bytes.IndexByte(t, 0); j >= 0 {
+			t = t[:j]
+		}
+		out[i] = NBestHyp{Text: string(t), Score: scores[i]}
+	}
+	return out, nil
 }
 
 // CMNLen returns the length of the decoder's cepstral mean vector (13 for

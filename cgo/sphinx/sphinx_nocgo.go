@@ -37,3 +37,6 @@ func (d *Decoder) CMN(dst []float32) []float32 { return dst }
 
 // SetCMN returns ErrNoCgo.
 func (d *Decoder) SetCMN(vec []float32) error { return ErrNoCgo }
+
+// NBest returns ErrNoCgo.
+func (d *Decoder) NBest(n, maxPaths int) ([]NBestHyp, error) { return nil, ErrNoCgo }

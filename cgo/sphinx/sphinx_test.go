@@ -215,3 +215,65 @@ func TestCMNGetSet(t *testing.T) {
 		t.Errorf("3 values: have %v, want ErrConfig", err)
 	}
 }
+
+// TestNBest: the n-best list of goforward holds the best hypothesis first,
+// distinct texts and at most n entries (A* emits them roughly, not
+// strictly, in score order); a
+// second call on the same utterance gives the same list (the search is
+// freed and rebuilt, nothing kept between calls).
+func TestNBest(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef", testData+"/goforward.raw")
+	pcm := readRaw(t, testData+"/goforward.raw")
+	d, err := NewDecoder(lmArgs("-fwdflat", "no", "-bestpath", "yes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.StartUtt(); err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(pcm); off += 320 {
+		if err := d.ProcessRaw(pcm[off:min(off+320, len(pcm))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.EndUtt(); err != nil {
+		t.Fatal(err)
+	}
+	list, err := d.NBest(8, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) < 2 || len(list) > 8 {
+		t.Fatalf("have %d hypotheses, want 2..8: %+v", len(list), list)
+	}
+	if list[0].Text != "go forward ten meters" {
+		t.Errorf("best: have %q", list[0].Text)
+	}
+	seen := map[string]bool{}
+	for _, h := range list {
+		if seen[h.Text] {
+			t.Errorf("%q twice", h.Text)
+		}
+		seen[h.Text] = true
+		if h.Score >= 0 || h.Score < list[0].Score-1 {
+			t.Errorf("%q: score %g, want a log score near the best's %g", h.Text, h.Score, list[0].Score)
+		}
+	}
+	again, err := d.NBest(8, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != len(list) || again[0] != list[0] {
+		t.Errorf("second call: have %+v, want %+v", again, list)
+	}
+	for _, h := range list {
+		t.Logf("%10.4f  %s", h.Score, h.Text)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.NBest(8, 200); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: have %v, want ErrClosed", err)
+	}
+}
