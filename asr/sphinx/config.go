@@ -80,6 +80,10 @@ type Config struct {
 	// wideband speech's. "" uses CMNInit.
 	NarrowbandCMNInit string
 
+	// Rescore rescores the final hypothesis's n-best list with a language
+	// model (off when Rescore.Scorer is nil; see Rescore).
+	Rescore Rescore
+
 	// Args are extra pocketsphinx flags, e.g. {"-beam": "1e-48"}. They
 	// override the flags derived from the fields above.
 	Args map[string]string
@@ -174,6 +178,9 @@ func (c Config) validate() error {
 		if _, err := parseCMN(v); err != nil {
 			return err
 		}
+	}
+	if err := c.Rescore.validate(); err != nil {
+		return err
 	}
 	if c.BestpathLW < 0 {
 		return fmt.Errorf("%w: BestpathLW %g is negative", ErrConfig, c.BestpathLW)

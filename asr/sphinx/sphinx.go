@@ -58,6 +58,8 @@ type Recognizer struct {
 	cmn     []float32 // mean every new decoder and session starts from
 	cmnNB   []float32 // mean narrowband sessions start from (nil: cmn)
 
+	rescoreCfg Rescore
+
 	// process feeds audio to a decoder: (*csphinx.Decoder).ProcessRaw,
 	// replaced by tests to make a Write fail.
 	process func(*csphinx.Decoder, []int16) error
@@ -100,6 +102,8 @@ func New(cfg Config) (*Recognizer, error) {
 		cmn:     cmn,
 		cmnNB:   cmnNB,
 		process: (*csphinx.Decoder).ProcessRaw,
+
+		rescoreCfg: cfg.Rescore,
 	}
 	d, err := r.newDecoder()
 	if err != nil {

@@ -102,7 +102,11 @@ func (s *stream) Close() error {
 		close(s.results)
 		return fmt.Errorf("sphinx: close: %w", err)
 	}
-	s.results <- asr.Result{Text: d.Hyp(), Final: true, At: time.Now()}
+	text := d.Hyp()
+	if !s.broken {
+		text = s.rec.rescore(s.ctx, d, text)
+	}
+	s.results <- asr.Result{Text: text, Final: true, At: time.Now()}
 	close(s.results)
 	if s.broken {
 		// Neither the decoder nor the mean it ended with can be trusted.

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/asr"
+	"github.com/voxpipe/voxpipe/asr/lmscore"
 	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/internal/config"
 	"github.com/voxpipe/voxpipe/internal/renew"
@@ -156,12 +158,30 @@ func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
 		return nil, nil, err
 	}
 	sc.Args = args
+	var scorer *lmscore.Scorer
+	if rs := s.Rescore; rs.Model != "" {
+		if scorer, err = lmscore.Open(rs.Model, rs.Threads); err != nil {
+			return nil, nil, fmt.Errorf("asr.sphinx.rescore.model: %w", err)
+		}
+		sc.Rescore = asrsphinx.Rescore{Scorer: scorer, NBest: rs.NBest, Weight: rs.Weight, WordBonus: rs.WordBonus,
+			Timeout: time.Duration(rs.TimeoutMs) * time.Millisecond, Observe: sphinxRescoreObserver}
+	}
 	r, err := asrsphinx.New(sc)
 	if err != nil {
+		if scorer != nil {
+			_ = scorer.Close()
+		}
 		return nil, nil, err
 	}
-	return r, r, nil
+	if scorer == nil {
+		return r, r, nil
+	}
+	return r, closerFunc(func() error { return errors.Join(r.Close(), scorer.Close()) }), nil
 }
+
+// sphinxRescoreObserver is asr/sphinx.Rescore.Observe for recognisers the
+// config makes; `voxpipe bench asr` sets it to collect n-best lists.
+var sphinxRescoreObserver func(asrsphinx.Rescored)
 
 func newEngine(c *config.Config) (llm.Model, io.Closer, error) {
 	e := c.LLM.Engine
@@ -243,3 +263,8 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.Speculative = p.Turn.Speculative
 	return pc
 }
+
+// closerFunc adapts a function to io.Closer.
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }

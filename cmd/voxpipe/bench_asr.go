@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/asr"
 	"github.com/voxpipe/voxpipe/asr/asrtest"
+	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/internal/config"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
@@ -70,13 +72,26 @@ type setResult struct {
 	FinalP95Ms float64 `json:"final_p95_ms"`
 	// The same on the decoding thread's CPU clock: what the latency is on
 	// a free core (the wall figures grow with the machine's load).
-	FinalCPUP50Ms float64   `json:"final_cpu_p50_ms"`
-	FinalCPUP95Ms float64   `json:"final_cpu_p95_ms"`
-	CPUPerAudioS  float64   `json:"cpu_per_audio_s"`
-	AudioS        float64   `json:"audio_s"`
-	finals        []float64 // ms
-	finalsCPU     []float64 // ms
-	cpu           float64
+	FinalCPUP50Ms float64 `json:"final_cpu_p50_ms"`
+	FinalCPUP95Ms float64 `json:"final_cpu_p95_ms"`
+	// The same on the process's CPU clock: includes work other threads do
+	// for the final (n-best rescoring runs on its engine's thread).
+	FinalProcCPUP50Ms float64   `json:"final_proc_cpu_p50_ms"`
+	FinalProcCPUP95Ms float64   `json:"final_proc_cpu_p95_ms"`
+	CPUPerAudioS      float64   `json:"cpu_per_audio_s"`
+	AudioS            float64   `json:"audio_s"`
+	finals            []float64 // ms
+	finalsCPU         []float64 // ms
+	finalsProc        []float64 // ms
+	cpu               float64
+	rescored          []rescoredUtt
+}
+
+// rescoredUtt is one recording's turns as n-best rescoring saw them, so
+// that other weights can be tried on the same lists (--rescore-grid).
+type rescoredUtt struct {
+	ref   []string
+	turns []asrsphinx.Rescored // FirstPass only when the turn was not rescored
 }
 
 func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
@@ -93,6 +108,7 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print JSON")
 	hyps := fs.Bool("hyp", false, "print every hypothesis next to its reference")
 	cmnOut := fs.Bool("cmn", false, "print the mean cepstrum the tuning recordings ended with (for asr.sphinx.cmninit)")
+	grid := fs.String("rescore-grid", "", "with asr.sphinx.rescore.model set: WER of every weight and word bonus on the same n-best lists, \"W,W,...;B,B,...\"")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errCommandLine, err)
 	}
@@ -131,10 +147,23 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(all) == 0 {
 		return fmt.Errorf("bench asr: %w", errNoSets)
 	}
+	var weights, bonuses []float64
+	if *grid != "" {
+		if cfg.ASR.Sphinx.Rescore.Model == "" {
+			return fmt.Errorf("%w: bench asr: --rescore-grid needs asr.sphinx.rescore.model", errCommandLine)
+		}
+		if weights, bonuses, err = parseGrid(*grid); err != nil {
+			return err
+		}
+	}
 	vcfg := pipelineConfig(cfg).VAD
 	vcfg.SampleRate, vcfg.FrameMs = 16000, 20
 
 	b := &asrBench{cfg: cfg, vad: vcfg, rate: *rate, session: !*noSession, hyps: *hyps, out: stdout}
+	if cfg.ASR.Sphinx.Rescore.Model != "" {
+		sphinxRescoreObserver = func(r asrsphinx.Rescored) { b.lastRescored = &r }
+		defer func() { sphinxRescoreObserver = nil }()
+	}
 	if !*fresh {
 		if err := b.open(ctx); err != nil {
 			return err
@@ -182,12 +211,15 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	fmt.Fprintf(stdout, "%-22s %5s %5s %6s %7s %9s %9s %9s %9s %8s\n", "set", "utts", "turns", "words", "WER",
-		"final p50", "final p95", "cpu p50", "cpu p95", "CPU/s")
+	fmt.Fprintf(stdout, "%-22s %5s %5s %6s %7s %9s %9s %9s %9s %8s %9s\n", "set", "utts", "turns", "words", "WER",
+		"final p50", "final p95", "cpu p50", "cpu p95", "CPU/s", "proc p50")
 	for _, r := range append(results, groups...) {
 		if r.Utterances > 0 {
 			fmt.Fprintln(stdout, r.line())
 		}
+	}
+	if len(weights) > 0 {
+		printRescoreGrid(stdout, results, weights, bonuses)
 	}
 	if *cmnOut && cmnN > 0 {
 		parts := make([]string, len(cmnSum))
@@ -210,6 +242,8 @@ type asrBench struct {
 
 	rec    asr.Recognizer
 	closer io.Closer
+
+	lastRescored *asrsphinx.Rescored // set by the recogniser's rescoring during Close
 }
 
 func (b *asrBench) open(ctx context.Context) error {
@@ -295,6 +329,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 		st      asr.Stream
 		finals  []string
 		failure error
+		turns   []asrsphinx.Rescored
 	)
 	drain := func() {
 		for {
@@ -312,7 +347,8 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 		if st == nil {
 			return
 		}
-		t0, c0 := time.Now(), benchThreadCPU()
+		b.lastRescored = nil
+		t0, c0, p0 := time.Now(), benchThreadCPU(), cpuSeconds()
 		if err := st.Close(); err != nil && failure == nil {
 			failure = err
 		}
@@ -320,8 +356,14 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 			if r.Final {
 				res.finals = append(res.finals, float64(time.Since(t0))/float64(time.Millisecond))
 				res.finalsCPU = append(res.finalsCPU, float64(benchThreadCPU()-c0)/float64(time.Millisecond))
+				res.finalsProc = append(res.finalsProc, (cpuSeconds()-p0)*1000)
 				if t := strings.TrimSpace(r.Text); t != "" {
 					finals = append(finals, t)
+				}
+				if b.lastRescored != nil {
+					turns = append(turns, *b.lastRescored)
+				} else {
+					turns = append(turns, asrsphinx.Rescored{FirstPass: r.Text, Chosen: -1})
 				}
 			}
 		}
@@ -383,6 +425,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 	res.Utterances++
 	res.Words += n
 	res.Errors += e
+	res.rescored = append(res.rescored, rescoredUtt{ref: ref, turns: turns})
 	if b.hyps {
 		fmt.Fprintf(b.out, "%s/%s\terrors %d/%d\n\tref: %s\n\thyp: %s\n", res.Set, u.id, e, n, strings.Join(ref, " "), hyp)
 	}
@@ -422,6 +465,9 @@ func (r *setResult) finish() {
 	sort.Float64s(r.finalsCPU)
 	r.FinalCPUP50Ms = pctSorted(r.finalsCPU, 0.50)
 	r.FinalCPUP95Ms = pctSorted(r.finalsCPU, 0.95)
+	sort.Float64s(r.finalsProc)
+	r.FinalProcCPUP50Ms = pctSorted(r.finalsProc, 0.50)
+	r.FinalProcCPUP95Ms = pctSorted(r.finalsProc, 0.95)
 }
 
 // pctSorted is the p quantile of an ascending slice (0 when empty).
@@ -446,14 +492,15 @@ func sumResults(name string, heldOut bool, rs []*setResult) *setResult {
 		t.cpu += r.cpu
 		t.finals = append(t.finals, r.finals...)
 		t.finalsCPU = append(t.finalsCPU, r.finalsCPU...)
+		t.finalsProc = append(t.finalsProc, r.finalsProc...)
 	}
 	t.finish()
 	return t
 }
 
 func (r *setResult) line() string {
-	return fmt.Sprintf("%-22s %5d %5d %6d %6.1f%% %6.0f ms %6.0f ms %6.0f ms %6.0f ms %8.3f", r.Set, r.Utterances, r.Turns, r.Words,
-		100*r.WER, r.FinalP50Ms, r.FinalP95Ms, r.FinalCPUP50Ms, r.FinalCPUP95Ms, r.CPUPerAudioS)
+	return fmt.Sprintf("%-22s %5d %5d %6d %6.1f%% %6.0f ms %6.0f ms %6.0f ms %6.0f ms %8.3f %6.0f ms", r.Set, r.Utterances, r.Turns, r.Words,
+		100*r.WER, r.FinalP50Ms, r.FinalP95Ms, r.FinalCPUP50Ms, r.FinalCPUP95Ms, r.CPUPerAudioS, r.FinalProcCPUP50Ms)
 }
 
 // loadSetDir reads D/ID.wav + D/ID.txt as one set, or every sub-folder of
@@ -545,4 +592,112 @@ func loadSetTSV(path string) ([]benchSet, error) {
 		sets = append(sets, *byName[n])
 	}
 	return sets, nil
+}
+
+// parseGrid reads "W,W,...;B,B,..." (the bonus list may be left out: 0).
+func parseGrid(s string) (weights, bonuses []float64, err error) {
+	ws, bs, _ := strings.Cut(s, ";")
+	if bs == "" {
+		bs = "0"
+	}
+	for i, part := range []string{ws, bs} {
+		for _, f := range strings.Split(part, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: bench asr: --rescore-grid %q: %q is not a number", errCommandLine, s, f)
+			}
+			if i == 0 {
+				weights = append(weights, v)
+			} else {
+				bonuses = append(bonuses, v)
+			}
+		}
+	}
+	return weights, bonuses, nil
+}
+
+// printRescoreGrid re-picks every rescored turn's final under each weight
+// and bonus and prints tuning and held-out WER, with the first pass's (no
+// rescoring) and the n-best lists' oracle (the best candidate per turn,
+// chosen knowing the reference: what any rescoring could reach).
+func printRescoreGrid(w io.Writer, results []*setResult, weights, bonuses []float64) {
+	wer := func(heldOut bool, pick func(asrsphinx.Rescored) string) float64 {
+		e, n := 0, 0
+		for _, r := range results {
+			if r.HeldOut != heldOut {
+				continue
+			}
+			for _, u := range r.rescored {
+				var words []string
+				for _, t := range u.turns {
+					words = append(words, asrtest.Words(pick(t))...)
+				}
+				de, dn := asrtest.WER(u.ref, words)
+				e, n = e+de, n+dn
+			}
+		}
+		if n == 0 {
+			return 0
+		}
+		return 100 * float64(e) / float64(n)
+	}
+	first := func(t asrsphinx.Rescored) string { return t.FirstPass }
+	var took, astar []float64
+	cands := 0
+	for _, r := range results {
+		for _, u := range r.rescored {
+			for _, t := range u.turns {
+				if len(t.Candidates) > 0 {
+					took = append(took, float64(t.Took)/float64(time.Millisecond))
+					astar = append(astar, float64(t.NBestTook)/float64(time.Millisecond))
+					cands += len(t.Candidates)
+				}
+			}
+		}
+	}
+	sort.Float64s(took)
+	sort.Float64s(astar)
+	fmt.Fprintf(w, "rescoring: %d turns with an n-best list (%.1f candidates each), n-best + scoring wall p50 %.1f ms, p95 %.1f ms (the A* search alone %.1f / %.1f ms)\n",
+		len(took), float64(cands)/float64(max(1, len(took))), pctSorted(took, 0.5), pctSorted(took, 0.95), pctSorted(astar, 0.5), pctSorted(astar, 0.95))
+	fmt.Fprintf(w, "%-28s %8s %8s\n", "final", "tuning", "held-out")
+	fmt.Fprintf(w, "%-28s %7.1f%% %7.1f%%\n", "first pass (no rescoring)", wer(false, first), wer(true, first))
+	for _, wt := range weights {
+		for _, bo := range bonuses {
+			pick := func(t asrsphinx.Rescored) string {
+				if t.Err != nil || len(t.Candidates) == 0 {
+					return t.FirstPass
+				}
+				return t.Candidates[t.Pick(wt, bo)].Text
+			}
+			fmt.Fprintf(w, "%-28s %7.1f%% %7.1f%%\n", fmt.Sprintf("weight %g bonus %g", wt, bo), wer(false, pick), wer(true, pick))
+		}
+	}
+	for _, heldOut := range []bool{false, true} {
+		e, n := 0, 0
+		for _, r := range results {
+			if r.HeldOut != heldOut {
+				continue
+			}
+			for _, u := range r.rescored {
+				// Per turn, the candidate closest to the whole reference
+				// (turns are short; a good lower bound, not exact).
+				var words []string
+				for _, t := range u.turns {
+					best, bestE := t.FirstPass, -1
+					for _, c := range append([]asrsphinx.Candidate{{Text: t.FirstPass}}, t.Candidates...) {
+						ce, _ := asrtest.WER(u.ref, append(append([]string(nil), words...), asrtest.Words(c.Text)...))
+						if bestE < 0 || ce < bestE {
+							best, bestE = c.Text, ce
+						}
+					}
+					words = append(words, asrtest.Words(best)...)
+				}
+				de, dn := asrtest.WER(u.ref, words)
+				e, n = e+de, n+dn
+			}
+		}
+		if n > 0 {
+			fmt.Fprintf(w, "oracle (best of the list, %s): %.1f%%\n", map[bool]string{false: "tuning", true: "held-out"}[heldOut], 100*float64(e)/float64(n))
+		}
+	}
 }

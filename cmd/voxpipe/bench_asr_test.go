@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	csphinx "github.com/voxpipe/voxpipe/cgo/sphinx"
@@ -86,5 +87,21 @@ func TestBenchASR(t *testing.T) {
 	}
 	if err := runBenchASR(context.Background(), []string{"--dir", dir, "--rate", "7"}, &out); err == nil {
 		t.Error("--rate 7 accepted")
+	}
+	// --rescore-grid: the default rescoring's n-best lists, re-picked under
+	// each weight; goforward stays right at weight 0 and the shipped one.
+	out.Reset()
+	if err := runBenchASR(context.Background(), []string{"--dir", dir, "--rescore-grid", "0,0.0025;-0.01", "--set", "asr.sphinx.pool_size=1"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"rescoring: 2 turns with an n-best list", "first pass (no rescoring) 0.0% 0.0%",
+		"weight 0 bonus -0.01 0.0% 0.0%", "weight 0.0025 bonus -0.01 0.0% 0.0%"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("--rescore-grid output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := runBenchASR(context.Background(), []string{"--dir", dir, "--rescore-grid", "0;x"}, &out); err == nil {
+		t.Error("--rescore-grid 0;x accepted")
 	}
 }

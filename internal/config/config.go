@@ -239,22 +239,34 @@ type ASR struct {
 
 // Sphinx configures asr/sphinx. Empty paths mean the Debian package's files.
 type Sphinx struct {
-	ModelDir       string  `yaml:"model_dir"`
-	Dict           string  `yaml:"dict"`
-	LM             string  `yaml:"lm"`
-	JSGF           string  `yaml:"jsgf"`
-	Keywords       string  `yaml:"keywords"`
-	FirstPassOnly  bool    `yaml:"first_pass_only"`
-	Bestpath       bool    `yaml:"bestpath"`
-	PoolSize       int     `yaml:"pool_size"`
-	PoolMaxIdle    int     `yaml:"pool_max_idle"`
-	WarmUp         bool    `yaml:"warm_up"`
-	MaxHMMPerFrame int     `yaml:"max_hmm_per_frame"` // -maxhmmpf; 0 = pocketsphinx's 30000
-	BestpathLW     float64 `yaml:"bestpath_lw"`       // -bestpathlw; 0 = pocketsphinx's 9.5
-	PhoneLookahead int     `yaml:"phone_lookahead"`   // -pl_window, frames; 0 = pocketsphinx's 5
-	CMNInit        string  `yaml:"cmninit"`           // comma-separated cepstral mean; "" = the model's
-	CMNInit8k      string  `yaml:"cmninit_8k"`        // the same for clients at 8 kHz or less; "" = cmninit
-	ExtraArgs      string  `yaml:"extra_args"`        // "-flag value ..." passed to pocketsphinx
+	ModelDir       string        `yaml:"model_dir"`
+	Dict           string        `yaml:"dict"`
+	LM             string        `yaml:"lm"`
+	JSGF           string        `yaml:"jsgf"`
+	Keywords       string        `yaml:"keywords"`
+	FirstPassOnly  bool          `yaml:"first_pass_only"`
+	Bestpath       bool          `yaml:"bestpath"`
+	PoolSize       int           `yaml:"pool_size"`
+	PoolMaxIdle    int           `yaml:"pool_max_idle"`
+	WarmUp         bool          `yaml:"warm_up"`
+	MaxHMMPerFrame int           `yaml:"max_hmm_per_frame"` // -maxhmmpf; 0 = pocketsphinx's 30000
+	BestpathLW     float64       `yaml:"bestpath_lw"`       // -bestpathlw; 0 = pocketsphinx's 9.5
+	PhoneLookahead int           `yaml:"phone_lookahead"`   // -pl_window, frames; 0 = pocketsphinx's 5
+	CMNInit        string        `yaml:"cmninit"`           // comma-separated cepstral mean; "" = the model's
+	CMNInit8k      string        `yaml:"cmninit_8k"`        // the same for clients at 8 kHz or less; "" = cmninit
+	ExtraArgs      string        `yaml:"extra_args"`        // "-flag value ..." passed to pocketsphinx
+	Rescore        SphinxRescore `yaml:"rescore"`
+}
+
+// SphinxRescore configures n-best rescoring of the final with a GGUF
+// language model (asr/sphinx.Rescore, asr/lmscore); off when Model is "".
+type SphinxRescore struct {
+	Model     string  `yaml:"model"`      // GGUF with ChatML tokens; "" = off
+	NBest     int     `yaml:"nbest"`      // candidates scored per utterance
+	Weight    float64 `yaml:"weight"`     // per nat of the model's log P, in lattice-score units
+	WordBonus float64 `yaml:"word_bonus"` // per word, in lattice-score units
+	TimeoutMs int     `yaml:"timeout_ms"` // past it the first pass's final is kept
+	Threads   int     `yaml:"threads"`    // the scoring engine's worker threads
 }
 
 // LLM selects the language model.
@@ -375,7 +387,8 @@ func Default() Config {
 			ReplaceAfter: 3,
 			Sphinx: Sphinx{FirstPassOnly: true, Bestpath: true, PoolSize: 8, PoolMaxIdle: 8, WarmUp: true, MaxHMMPerFrame: 4000, PhoneLookahead: 3,
 				CMNInit:   "45.85,-1.85,2.51,7.13,1.15,-1.18,-2.50,0.54,-1.82,-1.05,-4.48,-1.63,1.76",
-				CMNInit8k: "45.45,15.56,-13.21,22.93,-7.53,-2.51,4.17,-10.04,8.88,-5.54,-6.31,3.06,-5.87"},
+				CMNInit8k: "45.45,15.56,-13.21,22.93,-7.53,-2.51,4.17,-10.04,8.88,-5.54,-6.31,3.06,-5.87",
+				Rescore:   SphinxRescore{Model: "models/voxpipe-eou-q8_0.gguf", NBest: 5, Weight: 0.0025, WordBonus: -0.01, TimeoutMs: 100, Threads: 1}},
 		},
 		LLM: LLM{
 			Backend: "engine",

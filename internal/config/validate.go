@@ -93,6 +93,14 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	if rs := sp.Rescore; rs.Model != "" {
+		v.intRange("asr.sphinx.rescore.nbest", rs.NBest, 2, 100)
+		v.intRange("asr.sphinx.rescore.timeout_ms", rs.TimeoutMs, 0, 10000)
+		v.intRange("asr.sphinx.rescore.threads", rs.Threads, 1, 64)
+		if rs.Weight < 0 {
+			v.fail("asr.sphinx.rescore.weight", "%g is negative", rs.Weight)
+		}
+	}
 	if f := strings.Fields(sp.ExtraArgs); len(f)%2 != 0 || (len(f) > 0 && !strings.HasPrefix(f[0], "-")) {
 		v.fail("asr.sphinx.extra_args", "want \"-flag value\" pairs, got %q", sp.ExtraArgs)
 	}
