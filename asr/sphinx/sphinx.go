@@ -32,6 +32,14 @@
 // a decoder is created; and a Session (asr.Sessioner) carries its own mean
 // from one utterance to the next, so a conversation keeps what it learned of
 // its speaker's channel whichever pooled decoder serves the next utterance.
+//
+// # Rescoring
+//
+// With Config.Rescore set, Close takes the utterance's n-best list from the
+// word lattice and lets a language model (a TextScorer, asr/lmscore) pick
+// the final among the candidates; partials are not rescored, and past
+// Rescore.Timeout the best-path final stands. docs/asr.md has the measured
+// gain and cost.
 package sphinx
 
 import (
