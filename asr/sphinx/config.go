@@ -64,6 +64,11 @@ type Config struct {
 	// words may start, to prune the word search. 0 keeps pocketsphinx's 5.
 	PhoneLookahead int
 
+	// WordPenalty is the word insertion penalty (-wip), a probability
+	// multiplied in for every word the search proposes; 0 keeps
+	// pocketsphinx's 0.65. Lower means fewer, longer words.
+	WordPenalty float64
+
 	// BestpathLW is the language weight of the lattice best-path pass
 	// (-bestpathlw); 0 keeps pocketsphinx's 9.5. It only changes the final
 	// hypothesis, not the first pass's partials or cost.
@@ -185,6 +190,9 @@ func (c Config) validate() error {
 	if c.BestpathLW < 0 {
 		return fmt.Errorf("%w: BestpathLW %g is negative", ErrConfig, c.BestpathLW)
 	}
+	if c.WordPenalty < 0 || c.WordPenalty > 1 {
+		return fmt.Errorf("%w: WordPenalty %g is outside 0..1", ErrConfig, c.WordPenalty)
+	}
 	if c.PhoneLookahead < 0 {
 		return fmt.Errorf("%w: PhoneLookahead %d is negative", ErrConfig, c.PhoneLookahead)
 	}
@@ -289,6 +297,9 @@ func (c Config) decoderArgs() []string {
 	}
 	if c.MaxHMMPerFrame > 0 {
 		flags["-maxhmmpf"] = strconv.Itoa(c.MaxHMMPerFrame)
+	}
+	if c.WordPenalty > 0 {
+		flags["-wip"] = strconv.FormatFloat(c.WordPenalty, 'g', -1, 64)
 	}
 	flags["-bestpath"] = "no"
 	if c.Bestpath {

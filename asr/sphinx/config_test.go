@@ -22,8 +22,11 @@ func flagValue(args []string, flag string) (string, bool) {
 func TestPruningFlags(t *testing.T) {
 	c := DefaultConfig()
 	c.Bestpath = true
-	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead = 4000, 11, 3
+	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead, c.WordPenalty = 4000, 11, 3, 0.2
 	args := c.decoderArgs()
+	if v, _ := flagValue(args, "-wip"); v != "0.2" {
+		t.Errorf("-wip = %q, want 0.2 (%v)", v, args)
+	}
 	if v, _ := flagValue(args, "-pl_window"); v != "3" {
 		t.Errorf("-pl_window = %q, want 3 (%v)", v, args)
 	}
@@ -39,10 +42,10 @@ func TestPruningFlags(t *testing.T) {
 		t.Errorf("-bestpathlw without the best-path pass: %v", c.decoderArgs())
 	}
 
-	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead = 0, 0, 0
+	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead, c.WordPenalty = 0, 0, 0, 0
 	c.Bestpath = true
 	args = c.decoderArgs()
-	for _, f := range []string{"-maxhmmpf", "-bestpathlw", "-pl_window"} {
+	for _, f := range []string{"-maxhmmpf", "-bestpathlw", "-pl_window", "-wip"} {
 		if slices.Contains(args, f) {
 			t.Errorf("%s set although 0 keeps pocketsphinx's default: %v", f, args)
 		}
@@ -54,11 +57,11 @@ func TestPruningFlags(t *testing.T) {
 		t.Errorf("Args did not override MaxHMMPerFrame: -maxhmmpf = %q", v)
 	}
 
-	for _, bad := range []Config{{MaxHMMPerFrame: -1}, {BestpathLW: -2}} {
+	for _, bad := range []Config{{MaxHMMPerFrame: -1}, {BestpathLW: -2}, {WordPenalty: 1.5}} {
 		base := DefaultConfig()
-		base.MaxHMMPerFrame, base.BestpathLW = bad.MaxHMMPerFrame, bad.BestpathLW
+		base.MaxHMMPerFrame, base.BestpathLW, base.WordPenalty = bad.MaxHMMPerFrame, bad.BestpathLW, bad.WordPenalty
 		if err := base.validate(); !errors.Is(err, ErrConfig) {
-			t.Errorf("MaxHMMPerFrame %d BestpathLW %g: validate = %v, want ErrConfig", bad.MaxHMMPerFrame, bad.BestpathLW, err)
+			t.Errorf("MaxHMMPerFrame %d BestpathLW %g WordPenalty %g: validate = %v, want ErrConfig", bad.MaxHMMPerFrame, bad.BestpathLW, bad.WordPenalty, err)
 		}
 	}
 }

@@ -151,6 +151,7 @@ func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
 	sc.MaxHMMPerFrame = s.MaxHMMPerFrame
 	sc.BestpathLW = s.BestpathLW
 	sc.PhoneLookahead = s.PhoneLookahead
+	sc.WordPenalty = s.WordPenalty
 	sc.CMNInit = s.CMNInit
 	sc.NarrowbandCMNInit = s.CMNInit8k
 	args, err := asrsphinx.ParseArgs(s.ExtraArgs)

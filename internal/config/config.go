@@ -252,6 +252,7 @@ type Sphinx struct {
 	MaxHMMPerFrame int           `yaml:"max_hmm_per_frame"` // -maxhmmpf; 0 = pocketsphinx's 30000
 	BestpathLW     float64       `yaml:"bestpath_lw"`       // -bestpathlw; 0 = pocketsphinx's 9.5
 	PhoneLookahead int           `yaml:"phone_lookahead"`   // -pl_window, frames; 0 = pocketsphinx's 5
+	WordPenalty    float64       `yaml:"word_penalty"`      // -wip; 0 = pocketsphinx's 0.65
 	CMNInit        string        `yaml:"cmninit"`           // comma-separated cepstral mean; "" = the model's
 	CMNInit8k      string        `yaml:"cmninit_8k"`        // the same for clients at 8 kHz or less; "" = cmninit
 	ExtraArgs      string        `yaml:"extra_args"`        // "-flag value ..." passed to pocketsphinx
