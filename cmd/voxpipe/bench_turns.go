@@ -88,6 +88,8 @@ type modeSummary struct {
 	CutOffRate    float64 `json:"false_cutoff_rate"`
 	RealCutOffs   int     `json:"real_recording_cutoffs"`
 	Real          int     `json:"real_recordings"`
+	RealHeardP50  float64 `json:"real_heard_p50_ms"`
+	RealHeardP95  float64 `json:"real_heard_p95_ms"`
 	Speculative   int     `json:"speculative_turns"`
 	MeanEndSilMs  float64 `json:"complete_mean_end_silence_ms"`
 	ServerV2VP50  float64 `json:"server_v2v_p50_ms"`
@@ -120,6 +122,8 @@ func runBench(ctx context.Context, args []string) error {
 	seed := fs.Uint64("seed", 11, "seed of the pauses and noise")
 	logLevel := fs.String("log", "warn", "server log level (debug shows each turn's decisions)")
 	port := fs.Int("port", 0, "loopback ports of the two servers: port and port+1 (0: any free ones)")
+	var realDirs multiFlag
+	fs.Var(&realDirs, "real-dir", "a folder of WAV recordings by real speakers, each one complete turn, added to the real kind\n(repeatable; e.g. make asr-sets' build/asrsets/asterisk-16k)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %w", errCommandLine, err)
 	}
@@ -142,7 +146,7 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	defer func() { _ = closeAll(closers) }()
 
-	items, err := benchCorpus(ctx, *seed, *only, *limit)
+	items, err := benchCorpus(ctx, *seed, *only, *limit, realDirs)
 	if err != nil {
 		return err
 	}
@@ -213,8 +217,8 @@ func runBench(ctx context.Context, args []string) error {
 		return enc.Encode(rep)
 	}
 	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
-		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d  speculative %d  errors %d\n",
-			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.Speculative, s.Errors)
+		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d, heard p50 %4.0f p95 %4.0f ms  speculative %d  errors %d\n",
+			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.RealHeardP50, s.RealHeardP95, s.Speculative, s.Errors)
 	}
 	return nil
 }
@@ -265,7 +269,7 @@ func percentile(v []float64, p float64) float64 {
 
 func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 	s := modeSummary{Mode: mode}
-	var endSil, v2v []float64
+	var endSil, v2v, realHeard []float64
 	for i, r := range runs {
 		if r.Mode != mode {
 			continue
@@ -299,12 +303,15 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 			s.Real++
 			if r.CutOff {
 				s.RealCutOffs++
+			} else if r.HeardMs != nil {
+				realHeard = append(realHeard, *r.HeardMs)
 			}
 		}
 	}
 	s.HeardN = len(s.completeHeard)
 	s.HeardP50Ms, s.HeardP95Ms = percentile(s.completeHeard, 0.5), percentile(s.completeHeard, 0.95)
 	s.ServerV2VP50 = percentile(v2v, 0.5)
+	s.RealHeardP50, s.RealHeardP95 = percentile(realHeard, 0.5), percentile(realHeard, 0.95)
 	if len(endSil) > 0 {
 		var sum float64
 		for _, v := range endSil {
@@ -577,7 +584,7 @@ func silence(ms int, rng *rand.Rand) []int16 {
 }
 
 // benchCorpus builds the utterances (in memory only).
-func benchCorpus(ctx context.Context, seed uint64, only string, limit int) ([]benchItem, error) {
+func benchCorpus(ctx context.Context, seed uint64, only string, limit int, realDirs []string) ([]benchItem, error) {
 	voices, err := benchVoices()
 	if err != nil {
 		return nil, err
@@ -634,6 +641,25 @@ func benchCorpus(ctx context.Context, seed uint64, only string, limit int) ([]be
 			}
 			add(it)
 		}
+		for _, dir := range realDirs {
+			wavs, err := filepath.Glob(filepath.Join(dir, "*.wav"))
+			if err != nil || len(wavs) == 0 {
+				return nil, fmt.Errorf("%w: --real-dir %s: no .wav files", errCommandLine, dir)
+			}
+			sort.Strings(wavs)
+			for i, p := range wavs {
+				if limit > 0 && i >= limit {
+					break
+				}
+				it, err := recordingItem(p, rng)
+				if err != nil {
+					return nil, err
+				}
+				if it != nil {
+					add(*it)
+				}
+			}
+		}
 	}
 	if len(items) == 0 {
 		return nil, fmt.Errorf("%w: --only %q selects nothing (complete, paused or real)", errCommandLine, only)
@@ -655,42 +681,58 @@ func realRecordings(rng *rand.Rand) ([]benchItem, error) {
 	paths = append(paths, cards...)
 	var out []benchItem
 	for _, p := range paths {
-		var pcm []int16
-		if strings.HasSuffix(p, ".raw") {
-			raw, err := os.ReadFile(p)
-			if err != nil {
+		it, err := recordingItem(p, rng)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
-			pcm = make([]int16, len(raw)/2)
-			for i := range pcm {
-				pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
-			}
-		} else {
-			f, err := os.Open(p)
-			if err != nil {
-				continue
-			}
-			w, err := audio.DecodeWAV(f)
-			f.Close()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
-			}
-			pcm = w.Mono()
-			if w.SampleRate != benchRate {
-				rs, err := audio.NewResampler(w.SampleRate, benchRate)
-				if err != nil {
-					return nil, err
-				}
-				pcm = rs.Process(nil, pcm)
-			}
+			return nil, err
 		}
-		end := audio.AudibleEnd(pcm, benchRate)
-		if end <= 0 {
-			continue
+		if it != nil {
+			out = append(out, *it)
 		}
-		pcm = append(silence(300, rng), pcm[:end]...)
-		out = append(out, benchItem{Name: "real-" + strings.TrimSuffix(filepath.Base(p), filepath.Ext(p)), Kind: "real",
-			pcm: pcm, speechEnd: len(pcm)})
 	}
 	return out, nil
+}
+
+// recordingItem reads a .raw (16 kHz PCM16) or .wav recording as one real
+// turn: resampled to 16 kHz, cut after its last audible sample, 300 ms of
+// noise in front. nil when it holds nothing audible.
+func recordingItem(p string, rng *rand.Rand) (*benchItem, error) {
+	var pcm []int16
+	if strings.HasSuffix(p, ".raw") {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		pcm = make([]int16, len(raw)/2)
+		for i := range pcm {
+			pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	} else {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		w, err := audio.DecodeWAV(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		pcm = w.Mono()
+		if w.SampleRate != benchRate {
+			rs, err := audio.NewResampler(w.SampleRate, benchRate)
+			if err != nil {
+				return nil, err
+			}
+			pcm = rs.Process(nil, pcm)
+		}
+	}
+	end := audio.AudibleEnd(pcm, benchRate)
+	if end <= 0 {
+		return nil, nil
+	}
+	pcm = append(silence(300, rng), pcm[:end]...)
+	name := "real-" + strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
+	return &benchItem{Name: name, Kind: "real", pcm: pcm, speechEnd: len(pcm)}, nil
 }

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+)
+
+// A --real-dir recording becomes one real turn: resampled to 16 kHz, cut
+// after its last audible sample, with 300 ms in front.
+func TestRecordingItem(t *testing.T) {
+	const rate = 8000
+	pcm := make([]int16, rate) // 0.5 s of tone, then 0.5 s of silence
+	for i := range rate / 2 {
+		pcm[i] = int16(8000 * math.Sin(2*math.Pi*440*float64(i)/rate))
+	}
+	path := filepath.Join(t.TempDir(), "prompt.wav")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := audio.EncodeWAV(f, pcm, rate, 1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	it, err := recordingItem(path, rand.New(rand.NewPCG(1, 2)))
+	if err != nil || it == nil {
+		t.Fatalf("recordingItem: %v, %v", it, err)
+	}
+	if it.Name != "real-prompt" || it.Kind != "real" {
+		t.Errorf("name %q kind %q", it.Name, it.Kind)
+	}
+	// 300 ms lead + 500 ms of tone at 16 kHz; the trailing silence is gone.
+	if want := benchRate * 8 / 10; it.speechEnd < want-benchRate/50 || it.speechEnd > want+benchRate/50 || it.speechEnd != len(it.pcm) {
+		t.Errorf("speech end %d of %d samples, want about %d", it.speechEnd, len(it.pcm), want)
+	}
+
+	silent := filepath.Join(t.TempDir(), "silent.wav")
+	f, _ = os.Create(silent)
+	_ = audio.EncodeWAV(f, make([]int16, rate), rate, 1)
+	f.Close()
+	if it, err := recordingItem(silent, rand.New(rand.NewPCG(1, 2))); err != nil || it != nil {
+		t.Errorf("a silent recording gave %v, %v; want nothing", it, err)
+	}
+	if _, err := recordingItem(filepath.Join(t.TempDir(), "absent.wav"), rand.New(rand.NewPCG(1, 2))); !os.IsNotExist(err) {
+		t.Errorf("absent file: %v, want not-exist", err)
+	}
+}
