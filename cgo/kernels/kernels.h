@@ -47,6 +47,10 @@ void kn_attend_blk_f16_vnni(float *out, const float *q, const uint16_t *k, const
 void kn_matmul_q8_0x8_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q8_0x8_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 
+// Packed Q4_0 (PackQ4_0's layout) against Q8_0 activations, one per tier.
+void kn_matmul_q4_0x16_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q4_0x16_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+
 // Test hooks: F16C conversions, to check the Go conversions against the hardware.
 uint16_t kn_f32_to_f16_hw(float f);
 float kn_f16_to_f32_hw(uint16_t h);

@@ -407,6 +407,7 @@ void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
 #define KN_FN(name) name##_avx2
 #include "kernels_q.h"
 #include "kernels_x8.h"
+#include "kernels_x4.h"
 // Attention (16 ymm registers): 2 heads x 2 partial sums x 2 halves of a key block, or 2 heads
 // x 2 value pieces x 2 halves.
 #define KN_W16 0
@@ -432,6 +433,7 @@ void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
 #define KN_FN(name) name##_vnni
 #include "kernels_q.h"
 #include "kernels_x8.h"
+#include "kernels_x4.h"
 // Attention (32 zmm registers): 4 heads x 4 partial sums, or 4 heads x 4 value pieces.
 #define KN_W16 1
 #define KN_AG 4

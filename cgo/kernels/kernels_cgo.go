@@ -108,6 +108,16 @@ func simdMatMulPackedQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r
 		u8p(xq), C.int64_t(n))
 }
 
+func simdMatMulPackedQ4_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	if l == levelAVX512VNNI {
+		C.kn_matmul_q4_0x16_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+			u8p(xq), C.int64_t(n))
+		return
+	}
+	C.kn_matmul_q4_0x16_avx2(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
+		u8p(xq), C.int64_t(n))
+}
+
 func simdSwiGLU(g, u []float32) { C.kn_swiglu_avx2(f32p(g), f32p(u), C.int64_t(len(g))) }
 
 func simdSwiGLURows(g, u []float32, ld, n, width int) {

@@ -44,6 +44,10 @@ func simdMatMulPackedQ8_0(_ level, out []float32, ldo int, w []byte, cols, r0, r
 	genericMatMulPackedQ8_0(out, ldo, w, cols, r0, r1, xq, n)
 }
 
+func simdMatMulPackedQ4_0(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	genericMatMulPackedQ4_0(out, ldo, w, cols, r0, r1, xq, n)
+}
+
 func simdSwiGLU(g, u []float32)                       { genericSwiGLU(g, u) }
 func simdSoftmax(s []float32, scale float32)          { genericSoftmax(s, scale) }
 func simdSwiGLURows(g, u []float32, ld, n, width int) { genericSwiGLURows(g, u, ld, n, width) }

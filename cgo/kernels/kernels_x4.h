@@ -1,0 +1,204 @@
+// Packed Q4_0 kernels, included twice by kernels_amd64.c like kernels_x8.h (KN_VNNI, KN_FN).
+//
+// Layout (PackQ4_0 writes it): rows in groups of 16; a group is nb blocks of 256 nibble bytes
+// followed by nb × 16 fp16 scales. Within a block the 16 rows' 16 bytes are interleaved in 4-byte
+// pieces: piece q (q < 4) of rows 0..15 forms one 64-byte vector. Its low nibbles are elements
+// 4q..4q+3 of each row and its high nibbles elements 16+4q..16+4q+3, so after masking, a
+// dot-product instruction against a broadcast 4-byte piece of the activation block leaves row i's
+// partial sum in lane i: no horizontal reduction, and each weight load feeds every activation row
+// of the tile. Nibbles are unsigned (q in [0, 15], value q-8), the operand form vpdpbusd and
+// vpmaddubsw take: Σ(q-8)·x = Σq·x - 8·Σx, and each block's integer sum starts at -8·Σx (computed
+// once per activation block), so it is exact.
+//
+// The activation pieces are broadcast straight from memory (vpbroadcastd, or the embedded
+// broadcast of vpdpbusd): load-port work, where the packed Q8_0 kernel shuffles in registers.
+//
+// Numerics, identical on both tiers and for every n: per (row, activation row) and block,
+// s = Σ(q-8)·x exactly in int32, p = float(s)·d_x, acc = fma(p, d_w, acc); blocks in order.
+
+#ifndef KN_X4_PF
+#define KN_X4_PF 2048 // bytes ahead to prefetch within a group's nibble stream
+#endif
+
+static inline __attribute__((always_inline)) int32_t KN_FN(ld32)(const uint8_t *p) {
+	int32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+// x4sums stores d_x as float and -8·Σx for every block of n activation rows ([j][b] each).
+static inline __attribute__((always_inline)) void KN_FN(x4sums)(float *xd, int32_t *xs, const uint8_t *xq,
+		int64_t n, int64_t xrow, int64_t nb) {
+	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *blk = xq + j * xrow + b * 34;
+			uint16_t h;
+			memcpy(&h, blk, 2);
+			xd[j * nb + b] = _cvtsh_ss(h);
+			// |x| ≤ 127: pair sums fit int16, and the 8 int32 lanes sum exactly.
+			const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 2));
+			const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
+			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
+			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
+			xs[j * nb + b] = -8 * _mm_cvtsi128_si32(t);
+		}
+}
+
+#if KN_VNNI
+#define KN_X4_NX 8 // activation rows per tile
+
+// x4tile computes nx (compile-time, 1..8) activation rows against one group of 16 packed rows.
+// xd holds each activation row's block scales, xs its -8·Σx per block (both [k][nb]); out rows are
+// ldo floats apart; only the first valid lanes of each output row are stored. pf: the tile that
+// streams the group from memory prefetches ahead.
+static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const uint8_t *g, int64_t nb,
+		const uint8_t *xq, int64_t xrow, const float *xd, const int32_t *xs, float *out, int64_t ldo,
+		int valid, int pf) {
+	const uint8_t *scales = g + nb * 256;
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	__m512 acc[8];
+	for (int k = 0; k < nx; k++)
+		acc[k] = _mm512_setzero_ps();
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *wb = g + b * 256;
+		if (pf) {
+			for (int l = 0; l < 256; l += 64)
+				_mm_prefetch((const char *)(wb + KN_X4_PF + l), _MM_HINT_T0);
+			if ((b & 1) == 0)
+				_mm_prefetch((const char *)(scales + b * 32 + 256), _MM_HINT_T0);
+		}
+		__m512i lo[4], hi[4];
+		for (int q = 0; q < 4; q++) {
+			const __m512i v = _mm512_loadu_si512((const void *)(wb + 64 * q));
+			lo[q] = _mm512_and_si512(v, m4);
+			hi[q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+		}
+		const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + b * 32)));
+		for (int k = 0; k < nx; k++) {
+			const uint8_t *xb = xq + k * xrow + b * 34 + 2;
+			__m512i s = _mm512_set1_epi32(xs[k * nb + b]), t = _mm512_setzero_si512();
+			s = _mm512_dpbusd_epi32(s, lo[0], _mm512_set1_epi32(KN_FN(ld32)(xb)));
+			t = _mm512_dpbusd_epi32(t, lo[1], _mm512_set1_epi32(KN_FN(ld32)(xb + 4)));
+			s = _mm512_dpbusd_epi32(s, lo[2], _mm512_set1_epi32(KN_FN(ld32)(xb + 8)));
+			t = _mm512_dpbusd_epi32(t, lo[3], _mm512_set1_epi32(KN_FN(ld32)(xb + 12)));
+			s = _mm512_dpbusd_epi32(s, hi[0], _mm512_set1_epi32(KN_FN(ld32)(xb + 16)));
+			t = _mm512_dpbusd_epi32(t, hi[1], _mm512_set1_epi32(KN_FN(ld32)(xb + 20)));
+			s = _mm512_dpbusd_epi32(s, hi[2], _mm512_set1_epi32(KN_FN(ld32)(xb + 24)));
+			t = _mm512_dpbusd_epi32(t, hi[3], _mm512_set1_epi32(KN_FN(ld32)(xb + 28)));
+			const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, t)), _mm512_set1_ps(xd[k * nb + b]));
+			acc[k] = _mm512_fmadd_ps(p, dw, acc[k]);
+		}
+	}
+	const __mmask16 m = valid >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << valid) - 1);
+	for (int k = 0; k < nx; k++)
+		_mm512_mask_storeu_ps(out + k * ldo, m, acc[k]);
+}
+#else
+#define KN_X4_NX 4 // activation rows per tile (16 ymm registers: 8 nibble vectors, 4 sums, temps)
+
+// x4half: the block's dot products of 8 packed rows (nibble vectors lo, hi) with one activation
+// block xb, plus xs. vpmaddubsw's pair sums are at most 2·15·127 in magnitude, so the eight
+// products add up in int16 (≤ 30480) before one widening vpmaddwd.
+static inline __attribute__((always_inline)) __m256i KN_FN(x4half)(const __m256i *lo, const __m256i *hi,
+		const uint8_t *xb, int32_t xs) {
+	__m256i a = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(KN_FN(ld32)(xb)));
+	__m256i c = _mm256_maddubs_epi16(lo[1], _mm256_set1_epi32(KN_FN(ld32)(xb + 4)));
+	a = _mm256_add_epi16(a, _mm256_maddubs_epi16(lo[2], _mm256_set1_epi32(KN_FN(ld32)(xb + 8))));
+	c = _mm256_add_epi16(c, _mm256_maddubs_epi16(lo[3], _mm256_set1_epi32(KN_FN(ld32)(xb + 12))));
+	a = _mm256_add_epi16(a, _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(KN_FN(ld32)(xb + 16))));
+	c = _mm256_add_epi16(c, _mm256_maddubs_epi16(hi[1], _mm256_set1_epi32(KN_FN(ld32)(xb + 20))));
+	a = _mm256_add_epi16(a, _mm256_maddubs_epi16(hi[2], _mm256_set1_epi32(KN_FN(ld32)(xb + 24))));
+	c = _mm256_add_epi16(c, _mm256_maddubs_epi16(hi[3], _mm256_set1_epi32(KN_FN(ld32)(xb + 28))));
+	const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(a, c), _mm256_set1_epi16(1));
+	return _mm256_add_epi32(s, _mm256_set1_epi32(xs));
+}
+
+// x4tile on AVX2: each 8-row half of the group in turn, with the VNNI tile's arithmetic per lane.
+static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const uint8_t *g, int64_t nb,
+		const uint8_t *xq, int64_t xrow, const float *xd, const int32_t *xs, float *out, int64_t ldo,
+		int valid, int pf) {
+	const uint8_t *scales = g + nb * 256;
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	for (int h = 0; h < 2 && 8 * h < valid; h++) {
+		__m256 acc[KN_X4_NX];
+		for (int k = 0; k < nx; k++)
+			acc[k] = _mm256_setzero_ps();
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *wb = g + b * 256 + 32 * h;
+			if (pf && h == 0) {
+				for (int l = 0; l < 256; l += 64)
+					_mm_prefetch((const char *)(g + b * 256 + KN_X4_PF + l), _MM_HINT_T0);
+				if ((b & 1) == 0)
+					_mm_prefetch((const char *)(scales + b * 32 + 256), _MM_HINT_T0);
+			}
+			__m256i lo[4], hi[4];
+			for (int q = 0; q < 4; q++) {
+				const __m256i v = _mm256_loadu_si256((const __m256i *)(wb + 64 * q));
+				lo[q] = _mm256_and_si256(v, m4);
+				hi[q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+			}
+			const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32 + 16 * h)));
+			for (int k = 0; k < nx; k++) {
+				const __m256i s = KN_FN(x4half)(lo, hi, xq + k * xrow + b * 34 + 2, xs[k * nb + b]);
+				const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(xd[k * nb + b]));
+				acc[k] = _mm256_fmadd_ps(p, dw, acc[k]);
+			}
+		}
+		const int v = valid - 8 * h < 8 ? valid - 8 * h : 8;
+		for (int k = 0; k < nx; k++) {
+			if (v == 8) {
+				_mm256_storeu_ps(out + k * ldo + 8 * h, acc[k]);
+			} else {
+				float r[8];
+				_mm256_storeu_ps(r, acc[k]);
+				for (int i = 0; i < v; i++)
+					out[k * ldo + 8 * h + i] = r[i];
+			}
+		}
+	}
+}
+#endif
+
+// x4tile_n dispatches a run-time activation-row count (1..KN_X4_NX) to x4tile with a constant one.
+static inline __attribute__((always_inline)) void KN_FN(x4tile_n)(int nx, const uint8_t *g, int64_t nb,
+		const uint8_t *xq, int64_t xrow, const float *xd, const int32_t *xs, float *out, int64_t ldo,
+		int valid, int pf) {
+	switch (nx) {
+	case 1: KN_FN(x4tile)(1, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+	case 2: KN_FN(x4tile)(2, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+	case 3: KN_FN(x4tile)(3, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+#if KN_X4_NX > 4
+	case 4: KN_FN(x4tile)(4, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+	case 5: KN_FN(x4tile)(5, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+	case 6: KN_FN(x4tile)(6, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+	case 7: KN_FN(x4tile)(7, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+#endif
+	default: KN_FN(x4tile)(KN_X4_NX, g, nb, xq, xrow, xd, xs, out, ldo, valid, pf); break;
+	}
+}
+
+// kn_matmul_q4_0x16: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1) (r0 a multiple of 16; rows
+// past the matrix's last are padding and never stored), j < n. Each group is read from memory once
+// per call and from cache for the further tiles of activation rows.
+void KN_FN(kn_matmul_q4_0x16)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,
+		const uint8_t *xq, int64_t n) {
+	const int64_t nb = cols / 32, xrow = nb * 34, gbytes = nb * 288;
+	float stack[KN_STACK_SCALES];
+	float *xd = KN_FN(scale_buf)(stack, 2 * n * nb);
+	int32_t *xs = (int32_t *)(xd + n * nb);
+	KN_FN(x4sums)(xd, xs, xq, n, xrow, nb);
+	for (int64_t r = r0; r < r1; r += 16) {
+		const uint8_t *g = w + (r / 16) * gbytes;
+		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
+		for (int64_t j = 0; j < n; j += KN_X4_NX) {
+			const int nx = n - j < KN_X4_NX ? (int)(n - j) : KN_X4_NX;
+			KN_FN(x4tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
+		}
+	}
+	if (xd != stack)
+		free(xd);
+}
+
+#undef KN_X4_NX

@@ -1,0 +1,143 @@
+package kernels
+
+import "fmt"
+
+// Packed Q4_0 is the Q4_0 counterpart of packed Q8_0 (PackQ8_0): a load-time relayout for the
+// products of one and of many activation rows. Rows go in groups of PackRows; a group holds
+// nb = cols/32 blocks of 16·PackRows nibble bytes and then nb × PackRows fp16 scales. In a block the
+// rows' 16 bytes are interleaved in 4-byte pieces (piece q of every row of the group, then piece
+// q+1, ...), bytes as in the file: the low nibble of byte j is element j, the high nibble element
+// j+16, each the unsigned q of value (q-8)·d. A 64-byte load then holds piece q of all 16 rows; its
+// low nibbles multiply activation bytes 4q..4q+3 and its high nibbles bytes 16+4q..16+4q+3, and a
+// dot-product instruction leaves row i's partial sum in lane i (no horizontal reduction).
+//
+// A group is exactly as large as its rows of plain Q4_0 (PackRows × nb × 18 bytes); a last group
+// with fewer rows is padded with rows of value 0 (nibbles 8, scale 0).
+
+// PackedQ4_0Size is the size of rows × cols Q4_0 weights in the packed layout.
+func PackedQ4_0Size(rows, cols int) int {
+	return (rows + PackRows - 1) / PackRows * PackRows * rowBytes(cols, BlockQ4_0)
+}
+
+// packed4At returns the offset of row i's piece q byte e in block b of a group; packed4Scale that
+// of row i's scale for block b (the scales follow the nb blocks).
+func packed4At(b, q, i, e int) int  { return b*16*PackRows + q*4*PackRows + i*4 + e }
+func packed4Scale(nb, b, i int) int { return nb*16*PackRows + b*2*PackRows + 2*i }
+
+// PackQ4_0 writes the packed form of rows × cols Q4_0 weights src (plain ggml rows) into dst,
+// which must hold PackedQ4_0Size bytes.
+func PackQ4_0(dst, src []byte, rows, cols int) {
+	rb := rowBytes(cols, BlockQ4_0)
+	nb := rb / BlockQ4_0
+	if len(src) < rows*rb || len(dst) < PackedQ4_0Size(rows, cols) {
+		panic(fmt.Sprintf("kernels: pack %d×%d Q4_0: src %d bytes (need %d), dst %d (need %d)",
+			rows, cols, len(src), rows*rb, len(dst), PackedQ4_0Size(rows, cols)))
+	}
+	gb := PackRows * rb
+	for g := 0; g < (rows+PackRows-1)/PackRows; g++ {
+		grp := dst[g*gb : (g+1)*gb]
+		clear(grp)
+		for i := 0; i < PackRows; i++ {
+			r := g*PackRows + i
+			for b := 0; b < nb; b++ {
+				var blk []byte
+				if r < rows {
+					blk = src[r*rb+b*BlockQ4_0 : r*rb+(b+1)*BlockQ4_0]
+					grp[packed4Scale(nb, b, i)], grp[packed4Scale(nb, b, i)+1] = blk[0], blk[1]
+				}
+				for q := 0; q < 4; q++ {
+					for e := 0; e < 4; e++ {
+						v := byte(0x88) // padding rows: both nibbles 8, the value 0
+						if blk != nil {
+							v = blk[2+4*q+e]
+						}
+						grp[packed4At(b, q, i, e)] = v
+					}
+				}
+			}
+		}
+	}
+}
+
+// DequantizePackedQ4_0Row writes row r of packed cols-wide Q4_0 weights as float32 (embedding
+// lookups of a packed table); the values equal DequantizeQ4_0's of the plain row.
+func DequantizePackedQ4_0Row(dst []float32, w []byte, cols, r int) {
+	nb := rowBytes(cols, BlockQ4_0) / BlockQ4_0
+	gb := PackRows * nb * BlockQ4_0
+	grp := w[r/PackRows*gb:][:gb]
+	i := r % PackRows
+	dst = dst[:cols]
+	for b := 0; b < nb; b++ {
+		d := loadF16(grp[packed4Scale(nb, b, i):])
+		for q := 0; q < 4; q++ {
+			for e := 0; e < 4; e++ {
+				v := grp[packed4At(b, q, i, e)]
+				dst[b*32+4*q+e] = float32(int(v&0xf)-8) * d
+				dst[b*32+16+4*q+e] = float32(int(v>>4)-8) * d
+			}
+		}
+	}
+}
+
+// MatMulPackedQ4_0 sets out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1), j < n, with W packed
+// by PackQ4_0 from a matrix of at least r1 rows and X quantized by QuantizeQ8_0 (rows cols/32·34
+// bytes apart). r0 must be a multiple of PackRows. With n = 1, ldo is unused. Numerics are those of
+// MatMulPackedQ8_0: per block s = Σ(q-8)·x exactly in integers, then acc = fma(float(s)·d_x, d_w,
+// acc), blocks in order, on every tier and for every n, so one-row and batched products of the
+// same pair are bit-identical. (The plain-layout Q4_0 kernels sum each half block separately, so
+// their results differ from these in the last bits.)
+func MatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	rb := rowBytes(cols, BlockQ4_0)
+	xrb := rowBytes(cols, BlockQ8_0)
+	if r0 < 0 || r1 < r0 || n < 0 {
+		panic(fmt.Sprintf("kernels: bad row range [%d, %d) or n %d", r0, r1, n))
+	}
+	if r0 == r1 || n == 0 {
+		return
+	}
+	if r0%PackRows != 0 {
+		panic(fmt.Sprintf("kernels: packed product from row %d, not a multiple of %d", r0, PackRows))
+	}
+	if n == 1 {
+		ldo = 0
+	} else if ldo < r1 {
+		panic(fmt.Sprintf("kernels: packed product ldo %d < r1 %d", ldo, r1))
+	}
+	if wNeed := (r1 + PackRows - 1) / PackRows * PackRows * rb; len(out) < (n-1)*ldo+r1 || len(w) < wNeed || len(xq) < n*xrb {
+		panic(fmt.Sprintf("kernels: packed Q4_0 product rows [%d,%d) n %d: out %d (need %d), w %d (need %d), x %d (need %d)",
+			r0, r1, n, len(out), (n-1)*ldo+r1, len(w), wNeed, len(xq), n*xrb))
+	}
+	if currentLevel() != levelGeneric {
+		simdMatMulPackedQ4_0(currentLevel(), out, ldo, w, cols, r0, r1, xq, n)
+		return
+	}
+	genericMatMulPackedQ4_0(out, ldo, w, cols, r0, r1, xq, n)
+}
+
+func genericMatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	nb := cols / QK
+	xrow := nb * BlockQ8_0
+	gb := PackRows * nb * BlockQ4_0
+	for r := r0; r < r1; r++ {
+		grp := w[r/PackRows*gb : (r/PackRows+1)*gb]
+		i := r % PackRows
+		for j := 0; j < n; j++ {
+			x := xq[j*xrow : (j+1)*xrow]
+			var acc float32
+			for b := 0; b < nb; b++ {
+				xb := x[b*BlockQ8_0 : (b+1)*BlockQ8_0]
+				var s int32
+				for q := 0; q < 4; q++ {
+					for e := 0; e < 4; e++ {
+						v := grp[packed4At(b, q, i, e)]
+						s += (int32(v&0xf) - 8) * int32(int8(xb[2+4*q+e]))
+						s += (int32(v>>4) - 8) * int32(int8(xb[18+4*q+e]))
+					}
+				}
+				p := float32(s) * loadF16(xb)
+				acc = fma32(p, loadF16(grp[packed4Scale(nb, b, i):]), acc)
+			}
+			out[j*ldo+r] = acc
+		}
+	}
+}
