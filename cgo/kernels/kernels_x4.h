@@ -7,14 +7,16 @@
 // dot-product instruction against a broadcast 4-byte piece of the activation block leaves row i's
 // partial sum in lane i: no horizontal reduction, and each weight load feeds every activation row
 // of the tile. Nibbles are unsigned (q in [0, 15], value q-8), the operand form vpdpbusd and
-// vpmaddubsw take: Σ(q-8)·x = Σq·x - 8·Σx, and each block's integer sum starts at -8·Σx (computed
-// once per activation block), so it is exact.
+// vpmaddubsw take: Σ(q-8)·x = Σq·x - 8·Σx, and each half block's integer sum starts at -8·Σx over
+// its 16 activation values (computed once per activation block), so it is exact.
 //
 // The activation pieces are broadcast straight from memory (vpbroadcastd, or the embedded
 // broadcast of vpdpbusd): load-port work, where the packed Q8_0 kernel shuffles in registers.
 //
-// Numerics, identical on both tiers and for every n: per (row, activation row) and block,
-// s = Σ(q-8)·x exactly in int32, p = float(s)·d_x, acc = fma(p, d_w, acc); blocks in order.
+// Numerics, identical on both tiers and for every n, and to the plain-layout Q4_0 kernels of
+// kernels_q.h (tile4, tilev, streamv): per (row, activation row), block and half block h (low
+// nibbles, high nibbles), s_h = Σ(q-8)·x exactly in int32, acc_h = fma(float(s_h)·d_x, d_w, acc_h),
+// blocks in order; the result is acc_0 + acc_1.
 
 #ifndef KN_X4_PF
 #define KN_X4_PF 2048 // bytes ahead to prefetch within a group's nibble stream
@@ -26,7 +28,7 @@ static inline __attribute__((always_inline)) int32_t KN_FN(ld32)(const uint8_t *
 	return v;
 }
 
-// x4sums stores d_x as float and -8·Σx for every block of n activation rows ([j][b] each).
+// x4sums stores d_x as float ([j][b]) and -8·Σx over each half block ([j][b][2]) of n activation rows.
 static inline __attribute__((always_inline)) void KN_FN(x4sums)(float *xd, int32_t *xs, const uint8_t *xq,
 		int64_t n, int64_t xrow, int64_t nb) {
 	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -36,31 +38,32 @@ static inline __attribute__((always_inline)) void KN_FN(x4sums)(float *xd, int32
 			uint16_t h;
 			memcpy(&h, blk, 2);
 			xd[j * nb + b] = _cvtsh_ss(h);
-			// |x| ≤ 127: pair sums fit int16, and the 8 int32 lanes sum exactly.
+			// |x| ≤ 128: pair sums fit int16, and the int32 lanes sum exactly.
 			const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 2));
 			const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
-			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4e));
-			t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xb1));
-			xs[j * nb + b] = -8 * _mm_cvtsi128_si32(t);
+			// lanes 0..3 sum elements 0..15, lanes 4..7 elements 16..31
+			__m128i t = _mm_hadd_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+			t = _mm_hadd_epi32(t, t);
+			xs[(j * nb + b) * 2] = -8 * _mm_cvtsi128_si32(t);
+			xs[(j * nb + b) * 2 + 1] = -8 * _mm_extract_epi32(t, 1);
 		}
 }
 
 #if KN_VNNI
-#define KN_X4_NX 8 // activation rows per tile
+#define KN_X4_NX 8 // activation rows per tile (32 registers: 8 nibble vectors, 16 sums, scales, temps)
 
 // x4tile computes nx (compile-time, 1..8) activation rows against one group of 16 packed rows.
-// xd holds each activation row's block scales, xs its -8·Σx per block (both [k][nb]); out rows are
-// ldo floats apart; only the first valid lanes of each output row are stored. pf: the tile that
-// streams the group from memory prefetches ahead.
+// xd holds each activation row's block scales ([k][nb]), xs its -8·Σx per half block ([k][nb][2]);
+// out rows are ldo floats apart; only the first valid lanes of each output row are stored. pf: the
+// tile that streams the group from memory prefetches ahead.
 static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const uint8_t *g, int64_t nb,
 		const uint8_t *xq, int64_t xrow, const float *xd, const int32_t *xs, float *out, int64_t ldo,
 		int valid, int pf) {
 	const uint8_t *scales = g + nb * 256;
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
-	__m512 acc[8];
+	__m512 acc0[8], acc1[8];
 	for (int k = 0; k < nx; k++)
-		acc[k] = _mm512_setzero_ps();
+		acc0[k] = acc1[k] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 256;
 		if (pf) {
@@ -78,41 +81,42 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 		const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + b * 32)));
 		for (int k = 0; k < nx; k++) {
 			const uint8_t *xb = xq + k * xrow + b * 34 + 2;
-			__m512i s = _mm512_set1_epi32(xs[k * nb + b]), t = _mm512_setzero_si512();
+			const int32_t *c = xs + (k * nb + b) * 2;
+			__m512i s = _mm512_set1_epi32(c[0]), t = _mm512_set1_epi32(c[1]);
 			s = _mm512_dpbusd_epi32(s, lo[0], _mm512_set1_epi32(KN_FN(ld32)(xb)));
-			t = _mm512_dpbusd_epi32(t, lo[1], _mm512_set1_epi32(KN_FN(ld32)(xb + 4)));
-			s = _mm512_dpbusd_epi32(s, lo[2], _mm512_set1_epi32(KN_FN(ld32)(xb + 8)));
-			t = _mm512_dpbusd_epi32(t, lo[3], _mm512_set1_epi32(KN_FN(ld32)(xb + 12)));
-			s = _mm512_dpbusd_epi32(s, hi[0], _mm512_set1_epi32(KN_FN(ld32)(xb + 16)));
+			t = _mm512_dpbusd_epi32(t, hi[0], _mm512_set1_epi32(KN_FN(ld32)(xb + 16)));
+			s = _mm512_dpbusd_epi32(s, lo[1], _mm512_set1_epi32(KN_FN(ld32)(xb + 4)));
 			t = _mm512_dpbusd_epi32(t, hi[1], _mm512_set1_epi32(KN_FN(ld32)(xb + 20)));
-			s = _mm512_dpbusd_epi32(s, hi[2], _mm512_set1_epi32(KN_FN(ld32)(xb + 24)));
+			s = _mm512_dpbusd_epi32(s, lo[2], _mm512_set1_epi32(KN_FN(ld32)(xb + 8)));
+			t = _mm512_dpbusd_epi32(t, hi[2], _mm512_set1_epi32(KN_FN(ld32)(xb + 24)));
+			s = _mm512_dpbusd_epi32(s, lo[3], _mm512_set1_epi32(KN_FN(ld32)(xb + 12)));
 			t = _mm512_dpbusd_epi32(t, hi[3], _mm512_set1_epi32(KN_FN(ld32)(xb + 28)));
-			const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, t)), _mm512_set1_ps(xd[k * nb + b]));
-			acc[k] = _mm512_fmadd_ps(p, dw, acc[k]);
+			const __m512 dx = _mm512_set1_ps(xd[k * nb + b]);
+			acc0[k] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), dx), dw, acc0[k]);
+			acc1[k] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(t), dx), dw, acc1[k]);
 		}
 	}
 	const __mmask16 m = valid >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << valid) - 1);
 	for (int k = 0; k < nx; k++)
-		_mm512_mask_storeu_ps(out + k * ldo, m, acc[k]);
+		_mm512_mask_storeu_ps(out + k * ldo, m, _mm512_add_ps(acc0[k], acc1[k]));
 }
 #else
-#define KN_X4_NX 4 // activation rows per tile (16 ymm registers: 8 nibble vectors, 4 sums, temps)
+#define KN_X4_NX 4 // activation rows per tile
 
-// x4half: the block's dot products of 8 packed rows (nibble vectors lo, hi) with one activation
-// block xb, plus xs. vpmaddubsw's pair sums are at most 2·15·127 in magnitude, so the eight
-// products add up in int16 (≤ 30480) before one widening vpmaddwd.
-static inline __attribute__((always_inline)) __m256i KN_FN(x4half)(const __m256i *lo, const __m256i *hi,
-		const uint8_t *xb, int32_t xs) {
+// x4half: the half block sums (low nibbles in *s0, high in *s1) of 8 packed rows (nibble vectors
+// lo, hi) with one activation block xb, plus xs. vpmaddubsw's pair sums are at most 2·15·128 in
+// magnitude, so four products add up in int16 before one widening vpmaddwd.
+static inline __attribute__((always_inline)) void KN_FN(x4half)(__m256i *s0, __m256i *s1, const __m256i *lo,
+		const __m256i *hi, const uint8_t *xb, const int32_t *xs) {
 	__m256i a = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(KN_FN(ld32)(xb)));
-	__m256i c = _mm256_maddubs_epi16(lo[1], _mm256_set1_epi32(KN_FN(ld32)(xb + 4)));
-	a = _mm256_add_epi16(a, _mm256_maddubs_epi16(lo[2], _mm256_set1_epi32(KN_FN(ld32)(xb + 8))));
-	c = _mm256_add_epi16(c, _mm256_maddubs_epi16(lo[3], _mm256_set1_epi32(KN_FN(ld32)(xb + 12))));
-	a = _mm256_add_epi16(a, _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(KN_FN(ld32)(xb + 16))));
-	c = _mm256_add_epi16(c, _mm256_maddubs_epi16(hi[1], _mm256_set1_epi32(KN_FN(ld32)(xb + 20))));
-	a = _mm256_add_epi16(a, _mm256_maddubs_epi16(hi[2], _mm256_set1_epi32(KN_FN(ld32)(xb + 24))));
-	c = _mm256_add_epi16(c, _mm256_maddubs_epi16(hi[3], _mm256_set1_epi32(KN_FN(ld32)(xb + 28))));
-	const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(a, c), _mm256_set1_epi16(1));
-	return _mm256_add_epi32(s, _mm256_set1_epi32(xs));
+	__m256i c = _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(KN_FN(ld32)(xb + 16)));
+	for (int q = 1; q < 4; q++) {
+		a = _mm256_add_epi16(a, _mm256_maddubs_epi16(lo[q], _mm256_set1_epi32(KN_FN(ld32)(xb + 4 * q))));
+		c = _mm256_add_epi16(c, _mm256_maddubs_epi16(hi[q], _mm256_set1_epi32(KN_FN(ld32)(xb + 16 + 4 * q))));
+	}
+	const __m256i one = _mm256_set1_epi16(1);
+	*s0 = _mm256_add_epi32(_mm256_madd_epi16(a, one), _mm256_set1_epi32(xs[0]));
+	*s1 = _mm256_add_epi32(_mm256_madd_epi16(c, one), _mm256_set1_epi32(xs[1]));
 }
 
 // x4tile on AVX2: each 8-row half of the group in turn, with the VNNI tile's arithmetic per lane.
@@ -122,9 +126,9 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 	const uint8_t *scales = g + nb * 256;
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	for (int h = 0; h < 2 && 8 * h < valid; h++) {
-		__m256 acc[KN_X4_NX];
+		__m256 acc0[KN_X4_NX], acc1[KN_X4_NX];
 		for (int k = 0; k < nx; k++)
-			acc[k] = _mm256_setzero_ps();
+			acc0[k] = acc1[k] = _mm256_setzero_ps();
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *wb = g + b * 256 + 32 * h;
 			if (pf && h == 0) {
@@ -141,18 +145,21 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 			}
 			const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32 + 16 * h)));
 			for (int k = 0; k < nx; k++) {
-				const __m256i s = KN_FN(x4half)(lo, hi, xq + k * xrow + b * 34 + 2, xs[k * nb + b]);
-				const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(xd[k * nb + b]));
-				acc[k] = _mm256_fmadd_ps(p, dw, acc[k]);
+				__m256i s0, s1;
+				KN_FN(x4half)(&s0, &s1, lo, hi, xq + k * xrow + b * 34 + 2, xs + (k * nb + b) * 2);
+				const __m256 dx = _mm256_set1_ps(xd[k * nb + b]);
+				acc0[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s0), dx), dw, acc0[k]);
+				acc1[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s1), dx), dw, acc1[k]);
 			}
 		}
 		const int v = valid - 8 * h < 8 ? valid - 8 * h : 8;
 		for (int k = 0; k < nx; k++) {
+			const __m256 r8 = _mm256_add_ps(acc0[k], acc1[k]);
 			if (v == 8) {
-				_mm256_storeu_ps(out + k * ldo + 8 * h, acc[k]);
+				_mm256_storeu_ps(out + k * ldo + 8 * h, r8);
 			} else {
 				float r[8];
-				_mm256_storeu_ps(r, acc[k]);
+				_mm256_storeu_ps(r, r8);
 				for (int i = 0; i < v; i++)
 					out[k * ldo + 8 * h + i] = r[i];
 			}
@@ -186,7 +193,7 @@ void KN_FN(kn_matmul_q4_0x16)(float *out, int64_t ldo, const uint8_t *w, int64_t
 		const uint8_t *xq, int64_t n) {
 	const int64_t nb = cols / 32, xrow = nb * 34, gbytes = nb * 288;
 	float stack[KN_STACK_SCALES];
-	float *xd = KN_FN(scale_buf)(stack, 2 * n * nb);
+	float *xd = KN_FN(scale_buf)(stack, 3 * n * nb);
 	int32_t *xs = (int32_t *)(xd + n * nb);
 	KN_FN(x4sums)(xd, xs, xq, n, xrow, nb);
 	for (int64_t r = r0; r < r1; r += 16) {
@@ -194,7 +201,7 @@ void KN_FN(kn_matmul_q4_0x16)(float *out, int64_t ldo, const uint8_t *w, int64_t
 		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
 		for (int64_t j = 0; j < n; j += KN_X4_NX) {
 			const int nx = n - j < KN_X4_NX ? (int)(n - j) : KN_X4_NX;
-			KN_FN(x4tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
+			KN_FN(x4tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + 2 * j * nb, out + j * ldo + r, ldo, valid, j == 0);
 		}
 	}
 	if (xd != stack)

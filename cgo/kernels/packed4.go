@@ -81,11 +81,13 @@ func DequantizePackedQ4_0Row(dst []float32, w []byte, cols, r int) {
 
 // MatMulPackedQ4_0 sets out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1), j < n, with W packed
 // by PackQ4_0 from a matrix of at least r1 rows and X quantized by QuantizeQ8_0 (rows cols/32·34
-// bytes apart). r0 must be a multiple of PackRows. With n = 1, ldo is unused. Numerics are those of
-// MatMulPackedQ8_0: per block s = Σ(q-8)·x exactly in integers, then acc = fma(float(s)·d_x, d_w,
-// acc), blocks in order, on every tier and for every n, so one-row and batched products of the
-// same pair are bit-identical. (The plain-layout Q4_0 kernels sum each half block separately, so
-// their results differ from these in the last bits.)
+// bytes apart). r0 must be a multiple of PackRows. With n = 1, ldo is unused.
+//
+// Numerics are those of the SIMD plain-layout Q4_0 kernels (MatVecQ4_0, MatMulQ4_0 on AVX2 and
+// AVX-512), so repacking changes no result on those tiers: per block and half block h (elements
+// 0..15, 16..31) s_h = Σ(q-8)·x exactly in integers, acc_h = fma(float(s_h)·d_x, d_w, acc_h),
+// blocks in order, and the result is acc_0 + acc_1. The same on every tier and for every n, so
+// one-row and batched products of the same pair are bit-identical.
 func MatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
 	rb := rowBytes(cols, BlockQ4_0)
 	xrb := rowBytes(cols, BlockQ8_0)
@@ -123,21 +125,22 @@ func genericMatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int,
 		i := r % PackRows
 		for j := 0; j < n; j++ {
 			x := xq[j*xrow : (j+1)*xrow]
-			var acc float32
+			var acc0, acc1 float32
 			for b := 0; b < nb; b++ {
 				xb := x[b*BlockQ8_0 : (b+1)*BlockQ8_0]
-				var s int32
+				var s0, s1 int32
 				for q := 0; q < 4; q++ {
 					for e := 0; e < 4; e++ {
 						v := grp[packed4At(b, q, i, e)]
-						s += (int32(v&0xf) - 8) * int32(int8(xb[2+4*q+e]))
-						s += (int32(v>>4) - 8) * int32(int8(xb[18+4*q+e]))
+						s0 += (int32(v&0xf) - 8) * int32(int8(xb[2+4*q+e]))
+						s1 += (int32(v>>4) - 8) * int32(int8(xb[18+4*q+e]))
 					}
 				}
-				p := float32(s) * loadF16(xb)
-				acc = fma32(p, loadF16(grp[packed4Scale(nb, b, i):]), acc)
+				dx, dw := loadF16(xb), loadF16(grp[packed4Scale(nb, b, i):])
+				acc0 = fma32(float32(s0)*dx, dw, acc0)
+				acc1 = fma32(float32(s1)*dx, dw, acc1)
 			}
-			out[j*ldo+r] = acc
+			out[j*ldo+r] = acc0 + acc1
 		}
 	}
 }
