@@ -315,7 +315,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	specK := fs.Int("spec-k", 0, "proposals per speculative round, 1-8 (0: chosen from measurements)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	concurrency := fs.String("concurrency", "", "continuous batching: comma-separated sequence counts decoded at once, e.g. 1,2,4,8,16")
-	noRepack := fs.Bool("no-repack", false, "keep Q8_0 weights in the file layout (one-row kernels), to compare")
+	noRepack := fs.Bool("no-repack", false, "keep Q8_0 and Q4_0 weights in the file layout (row kernels), to compare")
 	kvF32 := fs.Bool("kv-f32", false, "keep the KV cache in float32 (quantized models default to fp16), to compare")
 	pos, err := parseFlags(fs, args)
 	if err != nil {

@@ -44,9 +44,9 @@ type Config struct {
 	// reads; F32 and F16 models always keep float32).
 	KVF32 bool
 
-	// NoRepack keeps Q8_0 weights in the file's row layout and uses the
-	// one-row kernels for decoding; only for measuring what the packed
-	// batched kernels (kernels.PackQ8_0) gain. Implied by InPlace.
+	// NoRepack keeps Q8_0 and Q4_0 weights in the file's row layout and
+	// uses the row kernels; only for measuring what the packed kernels
+	// (kernels.PackQ8_0, kernels.PackQ4_0) gain. Implied by InPlace.
 	NoRepack bool
 
 	// Sequences is how many generations the scheduler steps together

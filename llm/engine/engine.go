@@ -15,9 +15,10 @@
 //     of stalling it (llama.cpp's unbounded spinning barrier collapses under
 //     the same contention).
 //   - Q8_0/Q4_0 weights multiply activations quantized to Q8_0 once per
-//     matmul (cgo/kernels' integer path), as llama.cpp does; Q8_0 matrices
-//     are repacked at load for the batched kernel (kernels.PackQ8_0), and a
-//     step takes up to 64 rows, so each weight is read once per step.
+//     matmul (cgo/kernels' integer path), as llama.cpp does; Q8_0 and Q4_0
+//     matrices are repacked at load into 16-row interleaved groups
+//     (kernels.PackQ8_0, kernels.PackQ4_0) that serve one row and many, and
+//     a step takes up to 64 rows, so each weight is read once per step.
 //   - Weights are copied from the file mapping into anonymous huge-page
 //     memory (Config.InPlace keeps them in the mapping); see copyWeights for
 //     the measured reason.

@@ -441,7 +441,9 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 // matRows computes rows [r0, r1) of t for all rt.n input rows.
 func (rt *compute) matRows(t *matTask, r0, r1 int) {
 	w, n, cols := t.w, rt.n, t.w.cols
-	if w.packed {
+	if w.packed && w.typ == gguf.TypeQ4_0 {
+		kernels.MatMulPackedQ4_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
+	} else if w.packed {
 		kernels.MatMulPackedQ8_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
 	} else if n == 1 {
 		out := t.out[r0:r1]
@@ -525,6 +527,10 @@ func embedRow(dst []float32, w *weight, id int) {
 	case gguf.TypeF32:
 		copy(dst, w.f32[id*w.cols:(id+1)*w.cols])
 	default:
+		if w.packed && w.typ == gguf.TypeQ4_0 {
+			kernels.DequantizePackedQ4_0Row(dst, w.raw, w.cols, id)
+			return
+		}
 		if w.packed {
 			kernels.DequantizePackedQ8_0Row(dst, w.raw, w.cols, id)
 			return

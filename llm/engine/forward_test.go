@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 
@@ -289,6 +290,47 @@ func TestRowChunksBalanced(t *testing.T) {
 			}
 			if avg := float64(rows) / float64(threads); float64(most) > 1.05*avg+kernels.PackRows {
 				t.Errorf("threads %d rows %d: chunks of %d rows, the busiest thread streams %d rows (average %.0f)", threads, rows, rpc, most, avg)
+			}
+		}
+	}
+}
+
+// TestPackedQ4_0MatchesFileLayout: Q4_0 matrices repacked at load (kernels.PackQ4_0) give the very
+// logits, batched and token by token, and greedy ids of the file layout's kernels on every SIMD
+// tier, so the packed layout changes no output.
+func TestPackedQ4_0MatchesFileLayout(t *testing.T) {
+	defer kernels.UseGeneric(false)
+	for _, arch := range []string{"llama", "qwen2"} {
+		path := writeTiny(t, defaultTiny(arch, gguf.TypeQ4_0))
+		for _, tier := range []string{"avx2", "avx512vnni"} {
+			if kernels.ForceFeatures(tier) != nil {
+				continue // not on this CPU
+			}
+			var logits [2][]float32
+			var ids [2][]int32
+			for i, repack := range []bool{false, true} {
+				_, m := testModelLayout(t, path, repack)
+				if lw := m.layers[0].wGate; lw.typ != gguf.TypeQ4_0 || lw.packed != repack {
+					t.Fatalf("%s: ffn_gate is %s, packed %v (want Q4_0, packed %v)", arch, lw.typ, lw.packed, repack)
+				}
+				rt := newCompute(m, 2, 256, 8)
+				logits[i] = allLogits(t, rt, tinyPrompt)
+				kv := newKVCache(rt.hp, rt.ctxSize)
+				for p, id := range tinyPrompt {
+					if err := rt.forward(context.Background(), kv, []int32{id}, p, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				ids[i], _ = greedy(t, rt, kv, len(tinyPrompt), 24)
+				rt.close()
+			}
+			for k := range logits[0] {
+				if math.Float32bits(logits[0][k]) != math.Float32bits(logits[1][k]) {
+					t.Fatalf("%s %s: logit %d: file layout %v, packed %v", arch, tier, k, logits[0][k], logits[1][k])
+				}
+			}
+			if fmt.Sprint(ids[0]) != fmt.Sprint(ids[1]) {
+				t.Errorf("%s %s: greedy file layout %v, packed %v", arch, tier, ids[0], ids[1])
 			}
 		}
 	}

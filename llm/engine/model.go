@@ -53,8 +53,9 @@ type weight struct {
 	cols int // ne0, the contiguous dimension
 	raw  []byte
 	f32  []float32 // raw viewed as float32 when typ is F32
-	// packed: raw holds Q8_0 rows in kernels.PackQ8_0's layout (set by
-	// copyWeights), which the batched kernels read.
+	// packed: raw holds Q8_0 or Q4_0 rows in kernels.PackQ8_0's or
+	// kernels.PackQ4_0's layout (set by copyWeights), which the packed
+	// kernels read for one row and for many.
 	packed bool
 }
 
@@ -70,12 +71,17 @@ func (m *model) quantized() bool {
 	return false
 }
 
-// packable reports whether w can be repacked for the batched kernels.
-func (w *weight) packable() bool { return w.typ == gguf.TypeQ8_0 && w.rows > 1 }
+// packable reports whether w can be repacked for the packed kernels.
+func (w *weight) packable() bool {
+	return (w.typ == gguf.TypeQ8_0 || w.typ == gguf.TypeQ4_0) && w.rows > 1
+}
 
 // storedBytes is the size of w once copied, packed or not.
 func (w *weight) storedBytes(pack bool) int {
-	if pack {
+	switch {
+	case pack && w.typ == gguf.TypeQ4_0:
+		return kernels.PackedQ4_0Size(w.rows, w.cols)
+	case pack:
 		return kernels.PackedQ8_0Size(w.rows, w.cols)
 	}
 	return len(w.raw)
@@ -372,7 +378,11 @@ func (m *model) copyWeights(repack bool) (release func() error, err error) {
 		n := w.storedBytes(pack)
 		dst := arena[off : off+n : off+n]
 		if pack {
-			kernels.PackQ8_0(dst, w.raw, w.rows, w.cols)
+			if w.typ == gguf.TypeQ4_0 {
+				kernels.PackQ4_0(dst, w.raw, w.rows, w.cols)
+			} else {
+				kernels.PackQ8_0(dst, w.raw, w.rows, w.cols)
+			}
 			w.packed = true
 		} else {
 			copy(dst, w.raw)
