@@ -79,6 +79,7 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 			hi[q] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
 		}
 		const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + b * 32)));
+#pragma GCC unroll 8
 		for (int k = 0; k < nx; k++) {
 			const uint8_t *xb = xq + k * xrow + b * 34 + 2;
 			const int32_t *c = xs + (k * nb + b) * 2;
@@ -144,6 +145,7 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 				hi[q] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
 			}
 			const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32 + 16 * h)));
+#pragma GCC unroll 8
 			for (int k = 0; k < nx; k++) {
 				__m256i s0, s1;
 				KN_FN(x4half)(&s0, &s1, lo, hi, xq + k * xrow + b * 34 + 2, xs + (k * nb + b) * 2);
