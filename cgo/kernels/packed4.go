@@ -36,23 +36,23 @@ func PackQ4_0(dst, src []byte, rows, cols int) {
 	gb := PackRows * rb
 	for g := 0; g < (rows+PackRows-1)/PackRows; g++ {
 		grp := dst[g*gb : (g+1)*gb]
-		clear(grp)
 		for i := 0; i < PackRows; i++ {
 			r := g*PackRows + i
-			for b := 0; b < nb; b++ {
-				var blk []byte
-				if r < rows {
-					blk = src[r*rb+b*BlockQ4_0 : r*rb+(b+1)*BlockQ4_0]
-					grp[packed4Scale(nb, b, i)], grp[packed4Scale(nb, b, i)+1] = blk[0], blk[1]
-				}
-				for q := 0; q < 4; q++ {
-					for e := 0; e < 4; e++ {
-						v := byte(0x88) // padding rows: both nibbles 8, the value 0
-						if blk != nil {
-							v = blk[2+4*q+e]
-						}
-						grp[packed4At(b, q, i, e)] = v
+			if r >= rows { // padding rows: both nibbles 8 (the value 0), scale 0
+				for b := 0; b < nb; b++ {
+					for q := 0; q < 4; q++ {
+						copy(grp[packed4At(b, q, i, 0):][:4], []byte{0x88, 0x88, 0x88, 0x88})
 					}
+					grp[packed4Scale(nb, b, i)], grp[packed4Scale(nb, b, i)+1] = 0, 0
+				}
+				continue
+			}
+			row := src[r*rb : (r+1)*rb]
+			for b := 0; b < nb; b++ {
+				blk := row[b*BlockQ4_0 : (b+1)*BlockQ4_0]
+				grp[packed4Scale(nb, b, i)], grp[packed4Scale(nb, b, i)+1] = blk[0], blk[1]
+				for q := 0; q < 4; q++ {
+					copy(grp[packed4At(b, q, i, 0):][:4], blk[2+4*q:6+4*q])
 				}
 			}
 		}
