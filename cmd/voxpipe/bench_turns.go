@@ -214,6 +214,8 @@ func runBench(ctx context.Context, args []string) error {
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", " ")
+		rep.Semantic.zeroNaN()
+		rep.Silence.zeroNaN()
 		return enc.Encode(rep)
 	}
 	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
@@ -255,6 +257,16 @@ func benchServer(c *config.Config, be pipeline.Backends, addr string, log zerolo
 		_ = srv.Shutdown(ctx)
 	}
 	return "ws://" + ln.Addr().String() + "/ws", stop, nil
+}
+
+// zeroNaN puts 0 for the figures a run had nothing to measure for (--only
+// real has no complete questions): JSON has no NaN.
+func (s *modeSummary) zeroNaN() {
+	for _, v := range []*float64{&s.HeardP50Ms, &s.HeardP95Ms, &s.RealHeardP50, &s.RealHeardP95, &s.ServerV2VP50} {
+		if math.IsNaN(*v) {
+			*v = 0
+		}
+	}
 }
 
 func percentile(v []float64, p float64) float64 {

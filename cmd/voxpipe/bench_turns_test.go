@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -49,5 +50,22 @@ func TestRecordingItem(t *testing.T) {
 	}
 	if _, err := recordingItem(filepath.Join(t.TempDir(), "absent.wav"), rand.New(rand.NewPCG(1, 2))); !os.IsNotExist(err) {
 		t.Errorf("absent file: %v, want not-exist", err)
+	}
+}
+
+// A run with nothing to measure for a figure (--only real: no complete
+// questions) still prints its JSON report.
+func TestTurnsReportWithoutCompleteQuestions(t *testing.T) {
+	items := []benchItem{{Name: "real-a", Kind: "real"}}
+	heard := 250.0
+	runs := []itemRun{{Item: "real-a", Mode: "semantic", HeardMs: &heard}, {Item: "real-a", Mode: "silence", CutOff: true}}
+	rep := turnsReport{Semantic: summarise("semantic", items, runs), Silence: summarise("silence", items, runs)}
+	rep.Semantic.zeroNaN()
+	rep.Silence.zeroNaN()
+	if _, err := json.Marshal(rep); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if rep.Semantic.RealHeardP50 != 250 || rep.Silence.RealCutOffs != 1 || rep.Semantic.HeardP50Ms != 0 {
+		t.Errorf("semantic %+v, silence %+v", rep.Semantic, rep.Silence)
 	}
 }
