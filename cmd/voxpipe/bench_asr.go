@@ -108,6 +108,9 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 	jsonOut := fs.Bool("json", false, "print JSON")
 	hyps := fs.Bool("hyp", false, "print every hypothesis next to its reference")
 	cmnOut := fs.Bool("cmn", false, "print the mean cepstrum the tuning recordings ended with (for asr.sphinx.cmninit)")
+	pausesOut := fs.String("pauses", "", "write the end-of-turn decisions of real speech to this file, for bench eou --file:\n"+
+		"the partial at every pause inside a recording (0, with the pause's length) and at its end (1);\n"+
+		"the VAD's end silence is raised to 5 s so that pauses stay inside the utterance")
 	grid := fs.String("rescore-grid", "", "with asr.sphinx.rescore.model set: WER of every weight and word bonus on the same n-best lists, \"W,W,...;B,B,...\"")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errCommandLine, err)
@@ -160,6 +163,17 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 	vcfg.SampleRate, vcfg.FrameMs = 16000, 20
 
 	b := &asrBench{cfg: cfg, vad: vcfg, rate: *rate, session: !*noSession, hyps: *hyps, out: stdout}
+	if *pausesOut != "" {
+		f, err := os.Create(*pausesOut)
+		if err != nil {
+			return fmt.Errorf("bench asr: --pauses: %w", err)
+		}
+		defer f.Close()
+		fmt.Fprintf(f, "# voxpipe bench asr --pauses: the recogniser's partial at every pause of real speech.\n"+
+			"# label TAB partial TAB pause ms (0 = the speaker went on after that pause, 1 = the recording ended)\n")
+		b.pauses = f
+		b.vad.EndSilenceMs = pauseEndSilenceMs
+	}
 	if cfg.ASR.Sphinx.Rescore.Model != "" {
 		sphinxRescoreObserver = func(r asrsphinx.Rescored) { b.lastRescored = &r }
 		defer func() { sphinxRescoreObserver = nil }()
@@ -244,6 +258,58 @@ type asrBench struct {
 	closer io.Closer
 
 	lastRescored *asrsphinx.Rescored // set by the recogniser's rescoring during Close
+
+	pauses io.Writer // --pauses: the end-of-turn decision points (see pauseTracker)
+}
+
+// pauseEndSilenceMs is the VAD's end silence with --pauses: long enough that
+// the pauses people make inside a turn stay inside one utterance.
+const pauseEndSilenceMs = 5000
+
+// pauseTracker records where an end-of-turn detector has to decide: the
+// latest partial when a pause reaches pauseMinFrames of silence, labelled 0
+// with the pause's length when speech resumes, 1 when the recording ends.
+type pauseTracker struct {
+	w        io.Writer
+	partial  string // the latest partial
+	atPause  string // the partial when the current pause began
+	silence  int    // frames of the current pause
+	snapshot bool
+}
+
+// pauseMinFrames (60 ms) is when the pipeline takes a pause to begin (its
+// speculative answers start there); shorter gaps are inside words.
+const pauseMinFrames = 3
+
+func (t *pauseTracker) frame(silentFrames int) {
+	if t == nil {
+		return
+	}
+	if silentFrames >= pauseMinFrames && !t.snapshot {
+		t.atPause, t.snapshot = t.partial, true
+	}
+	if silentFrames == 0 && t.snapshot {
+		if text := strings.TrimSpace(t.atPause); text != "" {
+			fmt.Fprintf(t.w, "0\t%s\t%d\n", text, t.silence*20)
+		}
+		t.snapshot = false
+	}
+	t.silence = silentFrames
+}
+
+// end records the utterance's end: the partial its last pause began with.
+func (t *pauseTracker) end() {
+	if t == nil {
+		return
+	}
+	text := t.partial
+	if t.snapshot {
+		text = t.atPause
+	}
+	if text = strings.TrimSpace(text); text != "" {
+		fmt.Fprintf(t.w, "1\t%s\n", text)
+	}
+	*t = pauseTracker{w: t.w}
 }
 
 func (b *asrBench) open(ctx context.Context) error {
@@ -331,12 +397,19 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 		failure error
 		turns   []asrsphinx.Rescored
 	)
+	var pt *pauseTracker
+	if b.pauses != nil {
+		pt = &pauseTracker{w: b.pauses}
+	}
 	drain := func() {
 		for {
 			select {
-			case _, ok := <-st.Results():
+			case r, ok := <-st.Results():
 				if !ok {
 					return
+				}
+				if pt != nil && !r.Final {
+					pt.partial = r.Text
 				}
 			default:
 				return
@@ -347,6 +420,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 		if st == nil {
 			return
 		}
+		pt.end()
 		b.lastRescored = nil
 		t0, c0, p0 := time.Now(), benchThreadCPU(), cpuSeconds()
 		if err := st.Close(); err != nil && failure == nil {
@@ -397,6 +471,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 				failure = err
 			}
 			drain()
+			pt.frame(vad.SilenceFrames())
 		}
 	}
 	// One OS thread for the whole recording, so that its CPU clock is the

@@ -105,3 +105,32 @@ func TestBenchASR(t *testing.T) {
 		t.Error("--rescore-grid 0;x accepted")
 	}
 }
+
+// --pauses: the partial when a pause begins, labelled 0 with the pause's
+// length once speech resumes; the utterance's end labelled 1 with the
+// partial its last pause began with (what the end-of-turn detector scores).
+func TestPauseTracker(t *testing.T) {
+	var out strings.Builder
+	pt := &pauseTracker{w: &out}
+	for _, f := range []struct {
+		partial string
+		silent  int
+	}{
+		{"please", 0}, {"please press", 0}, {"please press one", 1}, {"please press one", 2},
+		{"please press one", 3}, {"please press one to", 4}, {"please press one to", 0}, // a 80 ms pause
+		{"please press one to mute", 0}, {"please press one to mute", 1}, {"please press one to mute", 0}, // 20 ms: inside a word
+		{"please press one to mute yourself", 0}, {"please press one to mute yourself", 3},
+		{"please press one to mute yourself now", 4}, // a late revision after the pause began
+	} {
+		pt.partial = f.partial
+		pt.frame(f.silent)
+	}
+	pt.end()
+	want := "0\tplease press one\t80\n1\tplease press one to mute yourself\n"
+	if out.String() != want {
+		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
+	}
+	var nilTracker *pauseTracker // --pauses off
+	nilTracker.frame(3)
+	nilTracker.end()
+}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,10 +27,13 @@ import (
 
 const benchEOUUsage = `usage: voxpipe bench eou [flags]
 
-Scores a labelled text set (label TAB text; 1 = a complete utterance, 0 = a
-partial that goes on) with the end-of-utterance model and prints its AUC and,
-for the configured policy and a grid around it, the wait after complete
-utterances (p50/p95) and the false cut-off rate for 300-1200 ms pauses.
+Scores a labelled text set (label TAB text [TAB pause ms]; 1 = a complete
+utterance, 0 = a partial that goes on, after a pause of that length if given)
+with the end-of-utterance model and prints its AUC and, for the configured
+policy and a grid around it, the wait after complete utterances (p50/p95) and
+the false cut-off rate: the share of the measured pauses that outlast the
+wait, or of 300-1200 ms pauses where none was measured. bench asr --pauses
+writes such a set from real recordings.
 `
 
 // The pauses inside a turn that the cut-off rate assumes: uniform over the
@@ -63,6 +67,7 @@ type eouReport struct {
 type eouExample struct {
 	complete bool
 	text     string
+	pauseMs  float64 // the pause that followed a cut-off partial; NaN when not known
 }
 
 func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
@@ -72,7 +77,7 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 	var sets multiFlag
 	fs.Var(&sets, "set", "key=value config override (repeatable)")
 	model := fs.String("model", "", "GGUF scorer (default: pipeline.turn.model)")
-	file := fs.String("file", "cmd/voxpipe/testdata/eou-everyday.tsv", "labelled texts: label TAB text")
+	file := fs.String("file", "cmd/voxpipe/testdata/eou-everyday.tsv", "labelled texts: label TAB text [TAB pause ms] (bench asr --pauses writes one from real speech)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errCommandLine, err)
@@ -94,7 +99,7 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer func() { _ = lm.Close() }()
 
-	var pos, neg []float64
+	var pos, neg, negPause []float64
 	started := time.Now()
 	for _, e := range exs {
 		// One cache key: the engine reuses the prefix the texts share, as
@@ -106,7 +111,7 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 		if e.complete {
 			pos = append(pos, s)
 		} else {
-			neg = append(neg, s)
+			neg, negPause = append(neg, s), append(negPause, e.pauseMs)
 		}
 	}
 	rep := eouReport{Model: *model, File: *file, Complete: len(pos), CutOff: len(neg), AUC: aucOf(pos, neg),
@@ -116,13 +121,13 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 	t := cfg.Pipeline.Turn
 	base := endturn.Config{Mode: endturn.ModeSemantic, MinSilenceMs: t.MinSilenceMs, MaxSilenceMs: t.MaxSilenceMs,
 		Threshold: t.Threshold, DoubtMs: t.DoubtMs}
-	rep.Policies = append(rep.Policies, eouPolicyOf(base, pos, neg, true))
+	rep.Policies = append(rep.Policies, eouPolicyOf(base, pos, neg, negPause, true))
 	for _, maxMs := range []int{800, 1000, 1300} {
 		for _, th := range []float64{0.1, 0.2, 0.3, 0.5} {
 			for _, doubt := range []int{400, 800} {
 				c := base
 				c.MaxSilenceMs, c.Threshold, c.DoubtMs = max(maxMs, c.MinSilenceMs), th, doubt
-				rep.Policies = append(rep.Policies, eouPolicyOf(c, pos, neg, false))
+				rep.Policies = append(rep.Policies, eouPolicyOf(c, pos, neg, negPause, false))
 			}
 		}
 	}
@@ -135,7 +140,7 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 		rep.Complete, rep.CutOff, rep.AUC, rep.MsPerText)
 	fmt.Fprintf(stdout, "scores: complete p10 %.3f p50 %.3f; cut off p90 %.3f p95 %.3f\n",
 		rep.CompleteP10, rep.CompleteP50, rep.CutOffP90, rep.CutOffP95)
-	fmt.Fprintf(stdout, "%-10s %6s %6s | %-24s | %s\n", "threshold", "doubt", "max", "wait after complete p50/p95", "false cut-offs (300-1200 ms pauses)")
+	fmt.Fprintf(stdout, "%-10s %6s %6s | %-24s | %s\n", "threshold", "doubt", "max", "wait after complete p50/p95", "false cut-offs (at the measured pauses, else 300-1200 ms)")
 	for _, p := range rep.Policies {
 		mark := ""
 		if p.Configured {
@@ -149,16 +154,22 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 
 // eouPolicyOf applies c's wait to every score: complete utterances pay the
 // wait; a cut-off partial ends the turn too soon when the person's pause
-// (uniform over 300-1200 ms) outlasts it.
-func eouPolicyOf(c endturn.Config, pos, neg []float64, configured bool) eouPolicy {
+// outlasts it: the pause measured in the recording when the set has one
+// (bench asr --pauses), else uniform over 300-1200 ms.
+func eouPolicyOf(c endturn.Config, pos, neg, negPause []float64, configured bool) eouPolicy {
 	waits := make([]float64, len(pos))
 	for i, s := range pos {
 		waits[i] = float64(c.Wait(s)) / float64(time.Millisecond)
 	}
 	var cut float64
-	for _, s := range neg {
+	for i, s := range neg {
 		w := float64(c.Wait(s)) / float64(time.Millisecond)
-		cut += min(1, max(0, (eouPauseMaxMs-w)/(eouPauseMaxMs-eouPauseMinMs)))
+		switch p := negPause[i]; {
+		case math.IsNaN(p):
+			cut += min(1, max(0, (eouPauseMaxMs-w)/(eouPauseMaxMs-eouPauseMinMs)))
+		case p > w:
+			cut++
+		}
 	}
 	if len(neg) > 0 {
 		cut /= float64(len(neg))
@@ -198,10 +209,19 @@ func readEOUSet(path string) ([]eouExample, error) {
 			continue
 		}
 		label, words, ok := strings.Cut(text, "\t")
+		words, pause, hasPause := strings.Cut(words, "\t")
 		if !ok || (label != "0" && label != "1") || strings.TrimSpace(words) == "" {
-			return nil, fmt.Errorf("bench eou: %s:%d: want 0 or 1, a tab, then the text", path, line)
+			return nil, fmt.Errorf("bench eou: %s:%d: want 0 or 1, a tab, the text, and optionally a tab and the pause in ms", path, line)
 		}
-		exs = append(exs, eouExample{complete: label == "1", text: strings.TrimSpace(words)})
+		e := eouExample{complete: label == "1", text: strings.TrimSpace(words), pauseMs: math.NaN()}
+		if hasPause {
+			ms, err := strconv.ParseFloat(strings.TrimSpace(pause), 64)
+			if err != nil || ms < 0 {
+				return nil, fmt.Errorf("bench eou: %s:%d: pause %q: want milliseconds", path, line, pause)
+			}
+			e.pauseMs = ms
+		}
+		exs = append(exs, e)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("bench eou: %s: %w", path, err)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 )
 
 func TestAUCOf(t *testing.T) {
@@ -33,6 +35,7 @@ func TestReadEOUSetErrors(t *testing.T) {
 		"label": "1\twhat time is it\n2\tthe\n",
 		"tab":   "1 what time is it\n",
 		"empty": "# nothing\n\n",
+		"pause": "0\twhat time\tlong\n",
 	} {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -41,6 +44,35 @@ func TestReadEOUSetErrors(t *testing.T) {
 		if _, err := readEOUSet(path); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: err %v, want one naming the file", name, err)
 		}
+	}
+}
+
+// A set from real speech (bench asr --pauses) carries each cut-off's pause:
+// a policy cuts exactly the pauses longer than its wait.
+func TestEOUPolicyMeasuredPauses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pauses.tsv")
+	body := "# from bench asr --pauses\n0\tplease press one\t120\n0\tto mute yourself\t300\n1\tplease try again\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exs, err := readEOUSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exs) != 3 || exs[0].pauseMs != 120 || exs[1].pauseMs != 300 || !math.IsNaN(exs[2].pauseMs) || !exs[2].complete {
+		t.Fatalf("read %+v", exs)
+	}
+	c := endturn.DefaultConfig() // min 160 ms: a confident partial waits 160
+	// Both partials read complete (score 0.9): the 300 ms pause outlasts the
+	// 160 ms wait, the 120 ms one does not.
+	p := eouPolicyOf(c, []float64{0.9}, []float64{0.9, 0.9}, []float64{120, 300}, false)
+	if p.CutOffRate != 0.5 {
+		t.Errorf("cut-off rate %v, want 0.5 (the 300 ms pause only)", p.CutOffRate)
+	}
+	// Without a measured pause the uniform 300-1200 ms assumption holds:
+	// every such pause outlasts 160 ms.
+	if p := eouPolicyOf(c, []float64{0.9}, []float64{0.9}, []float64{math.NaN()}, false); p.CutOffRate != 1 {
+		t.Errorf("cut-off rate %v, want 1", p.CutOffRate)
 	}
 }
 
