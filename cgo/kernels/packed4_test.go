@@ -204,10 +204,10 @@ func TestPackedQ4_0Bounds(t *testing.T) {
 }
 
 // BenchmarkPackedQ4_0 compares the packed Q4_0 product with the plain Q4_0 kernels (MatVec for
-// n = 1, MatMul above) on Qwen2.5-0.5B's FFN shapes, per activation row count n.
+// n = 1, MatMul above) on Qwen2.5-0.5B's FFN shapes and Llama-3.2-1B's down projection, per activation row count n.
 func BenchmarkPackedQ4_0(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 3))
-	for _, sh := range []struct{ rows, cols int }{{4864, 896}, {896, 4864}} {
+	for _, sh := range []struct{ rows, cols int }{{4864, 896}, {896, 4864}, {2048, 8192}} {
 		wf := randF32(rng, sh.rows*sh.cols, 0.02)
 		w := quantQ4(wf)
 		wp := make([]byte, PackedQ4_0Size(sh.rows, sh.cols))
