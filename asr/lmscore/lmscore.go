@@ -5,7 +5,6 @@ package lmscore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -55,15 +54,11 @@ func Open(path string, threads int) (*Scorer, error) {
 // New scores with an engine the caller owns and closes. Its model must have
 // ChatML's <|im_start|> and <|im_end|> tokens.
 func New(eng *engine.Engine) (*Scorer, error) {
-	tok := eng.Tokenizer()
-	end, ok := tok.ID("<|im_end|>")
-	if !ok {
-		return nil, errors.New("lmscore: the model has no <|im_end|> token")
+	head, end, err := eng.UserTurn()
+	if err != nil {
+		return nil, fmt.Errorf("lmscore: %w", err)
 	}
-	if _, ok := tok.ID("<|im_start|>"); !ok {
-		return nil, errors.New("lmscore: the model has no <|im_start|> token")
-	}
-	return &Scorer{eng: eng, head: tok.Encode("<|im_start|>user\n", false, true), end: end}, nil
+	return &Scorer{eng: eng, head: head, end: end}, nil
 }
 
 // LogProbs returns, for each text, the natural-log probability of its tokens

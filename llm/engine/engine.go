@@ -499,3 +499,19 @@ func (e *Engine) prefill(ctx context.Context, seq *sequence, prompt []int32) (in
 	}
 	return cached, nil
 }
+
+// UserTurn returns the token ids of ChatML's user-turn header
+// ("<|im_start|>user\n") and the end-of-message token <|im_end|>: what a
+// scorer of user turns (the end-of-turn detector, the recogniser's n-best
+// rescoring) puts before a text and asks for after it. It fails when the
+// model's vocabulary lacks either ChatML token.
+func (e *Engine) UserTurn() (head []int32, end int32, err error) {
+	end, ok := e.tok.ID("<|im_end|>")
+	if !ok {
+		return nil, 0, errors.New("the model has no <|im_end|> token")
+	}
+	if _, ok := e.tok.ID("<|im_start|>"); !ok {
+		return nil, 0, errors.New("the model has no <|im_start|> token")
+	}
+	return e.tok.Encode("<|im_start|>user\n", false, true), end, nil
+}

@@ -2,7 +2,6 @@ package turn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 
@@ -56,15 +55,11 @@ func OpenLM(path string, threads, sessions int) (*LM, error) {
 // NewLM scores with an engine the caller owns (and closes). Its model must
 // use ChatML's <|im_start|> and <|im_end|> tokens.
 func NewLM(eng *engine.Engine) (*LM, error) {
-	tok := eng.Tokenizer()
-	end, ok := tok.ID("<|im_end|>")
-	if !ok {
-		return nil, errors.New("turn: the end-of-utterance model has no <|im_end|> token")
+	head, end, err := eng.UserTurn()
+	if err != nil {
+		return nil, fmt.Errorf("turn: end-of-utterance model: %w", err)
 	}
-	if _, ok := tok.ID("<|im_start|>"); !ok {
-		return nil, errors.New("turn: the end-of-utterance model has no <|im_start|> token")
-	}
-	return &LM{eng: eng, head: tok.Encode("<|im_start|>user\n", false, true), end: end}, nil
+	return &LM{eng: eng, head: head, end: end}, nil
 }
 
 // Score implements Scorer. An empty text scores 0.
