@@ -91,11 +91,27 @@ func DequantizePackedQ8_0Row(dst []float32, w []byte, cols, r int) {
 // one-row and batched products of the same pair are bit-identical.
 func MatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
 	rb := rowBytes(cols, BlockQ8_0)
+	ldo, work := packedArgs("Q8_0", out, ldo, w, r0, r1, xq, n, rb, rb)
+	if !work {
+		return
+	}
+	if currentLevel() != levelGeneric {
+		simdMatMulPackedQ8_0(currentLevel(), out, ldo, w, cols, r0, r1, xq, n)
+		return
+	}
+	genericMatMulPackedQ8_0(out, ldo, w, cols, r0, r1, xq, n)
+}
+
+// packedArgs checks the arguments of a packed product of kind (Q8_0, Q4_0)
+// whose weight rows are rb bytes and activation rows xrb bytes, panicking on
+// any that would read or write out of bounds. It returns the ldo to use (0
+// for one activation row) and whether there is anything to compute.
+func packedArgs(kind string, out []float32, ldo int, w []byte, r0, r1 int, xq []byte, n, rb, xrb int) (int, bool) {
 	if r0 < 0 || r1 < r0 || n < 0 {
 		panic(fmt.Sprintf("kernels: bad row range [%d, %d) or n %d", r0, r1, n))
 	}
 	if r0 == r1 || n == 0 {
-		return
+		return ldo, false
 	}
 	if r0%PackRows != 0 {
 		panic(fmt.Sprintf("kernels: packed product from row %d, not a multiple of %d", r0, PackRows))
@@ -105,15 +121,11 @@ func MatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []b
 	} else if ldo < r1 {
 		panic(fmt.Sprintf("kernels: packed product ldo %d < r1 %d", ldo, r1))
 	}
-	if wNeed := (r1 + PackRows - 1) / PackRows * PackRows * rb; len(out) < (n-1)*ldo+r1 || len(w) < wNeed || len(xq) < n*rb {
-		panic(fmt.Sprintf("kernels: packed product rows [%d,%d) n %d: out %d (need %d), w %d (need %d), x %d (need %d)",
-			r0, r1, n, len(out), (n-1)*ldo+r1, len(w), wNeed, len(xq), n*rb))
+	if wNeed := (r1 + PackRows - 1) / PackRows * PackRows * rb; len(out) < (n-1)*ldo+r1 || len(w) < wNeed || len(xq) < n*xrb {
+		panic(fmt.Sprintf("kernels: packed %s product rows [%d,%d) n %d: out %d (need %d), w %d (need %d), x %d (need %d)",
+			kind, r0, r1, n, len(out), (n-1)*ldo+r1, len(w), wNeed, len(xq), n*xrb))
 	}
-	if currentLevel() != levelGeneric {
-		simdMatMulPackedQ8_0(currentLevel(), out, ldo, w, cols, r0, r1, xq, n)
-		return
-	}
-	genericMatMulPackedQ8_0(out, ldo, w, cols, r0, r1, xq, n)
+	return ldo, true
 }
 
 func genericMatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {

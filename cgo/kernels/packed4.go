@@ -89,25 +89,9 @@ func DequantizePackedQ4_0Row(dst []float32, w []byte, cols, r int) {
 // blocks in order, and the result is acc_0 + acc_1. The same on every tier and for every n, so
 // one-row and batched products of the same pair are bit-identical.
 func MatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	rb := rowBytes(cols, BlockQ4_0)
-	xrb := rowBytes(cols, BlockQ8_0)
-	if r0 < 0 || r1 < r0 || n < 0 {
-		panic(fmt.Sprintf("kernels: bad row range [%d, %d) or n %d", r0, r1, n))
-	}
-	if r0 == r1 || n == 0 {
+	ldo, work := packedArgs("Q4_0", out, ldo, w, r0, r1, xq, n, rowBytes(cols, BlockQ4_0), rowBytes(cols, BlockQ8_0))
+	if !work {
 		return
-	}
-	if r0%PackRows != 0 {
-		panic(fmt.Sprintf("kernels: packed product from row %d, not a multiple of %d", r0, PackRows))
-	}
-	if n == 1 {
-		ldo = 0
-	} else if ldo < r1 {
-		panic(fmt.Sprintf("kernels: packed product ldo %d < r1 %d", ldo, r1))
-	}
-	if wNeed := (r1 + PackRows - 1) / PackRows * PackRows * rb; len(out) < (n-1)*ldo+r1 || len(w) < wNeed || len(xq) < n*xrb {
-		panic(fmt.Sprintf("kernels: packed Q4_0 product rows [%d,%d) n %d: out %d (need %d), w %d (need %d), x %d (need %d)",
-			r0, r1, n, len(out), (n-1)*ldo+r1, len(w), wNeed, len(xq), n*xrb))
 	}
 	if currentLevel() != levelGeneric {
 		simdMatMulPackedQ4_0(currentLevel(), out, ldo, w, cols, r0, r1, xq, n)
