@@ -180,9 +180,12 @@ func TestConcurrentSessions(t *testing.T) {
 					}
 					// The clustergen voices' excitation is random, so where
 					// their quiet edges fall below audibility (and get
-					// trimmed) moves by a few windows from run to run; a
-					// wrong voice or rate differs by far more.
-					if d := r.Samples - want[key(i, j)]; d*100 > want[key(i, j)] || -d*100 > want[key(i, j)] {
+					// trimmed, at both ends and at every capped pause) moves
+					// from run to run: rms once came out 1.6% shorter (8
+					// 5 ms windows) than alone. A wrong rate differs by 20%
+					// or more, and every two voices by 5-16% on one of the
+					// two texts (slt/awb: 8% and 3%).
+					if d := r.Samples - want[key(i, j)]; d*100 > 3*want[key(i, j)] || -d*100 > 3*want[key(i, j)] {
 						t.Errorf("%+v %q: %d samples concurrently, %d alone", cfg, text, r.Samples, want[key(i, j)])
 					}
 					ttstest.CheckMarks(t, text, r)
