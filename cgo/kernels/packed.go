@@ -35,31 +35,40 @@ func packedScale(nb, b, i int) int { return nb*32*PackRows + b*2*PackRows + 2*i 
 // which must hold PackedQ8_0Size bytes.
 func PackQ8_0(dst, src []byte, rows, cols int) {
 	rb := rowBytes(cols, BlockQ8_0)
-	nb := rb / BlockQ8_0
 	if len(src) < rows*rb || len(dst) < PackedQ8_0Size(rows, cols) {
 		panic(fmt.Sprintf("kernels: pack %d×%d: src %d bytes (need %d), dst %d (need %d)",
 			rows, cols, len(src), rows*rb, len(dst), PackedQ8_0Size(rows, cols)))
 	}
+	// Stored as q+128: the kernels multiply unsigned weights by signed activations.
+	packGroups(dst, src, rows, rb, BlockQ8_0, 0x80, 0x80)
+}
+
+// packGroups writes rows of plain blocks (a 2-byte scale, then pieces of 4 weight bytes) in the
+// packed layout shared by Q8_0 and Q4_0: in each group of PackRows rows, block b's piece q of row i
+// at b·4P·PackRows + q·4·PackRows + 4i (P pieces a block), then the groups' scales. flip is XORed
+// into every weight byte; rows past the last are padding, bytes pad (the value 0) and scale 0.
+func packGroups(dst, src []byte, rows, rb, blockBytes int, flip, pad byte) {
+	nb, pieces := rb/blockBytes, (blockBytes-2)/4
 	gb := PackRows * rb
 	for g := 0; g < (rows+PackRows-1)/PackRows; g++ {
 		grp := dst[g*gb : (g+1)*gb]
-		clear(grp)
 		for i := 0; i < PackRows; i++ {
 			r := g*PackRows + i
 			for b := 0; b < nb; b++ {
-				var blk []byte
-				if r < rows {
-					blk = src[r*rb+b*BlockQ8_0 : r*rb+(b+1)*BlockQ8_0]
-					grp[packedScale(nb, b, i)], grp[packedScale(nb, b, i)+1] = blk[0], blk[1]
-				}
-				for q := 0; q < 8; q++ {
-					for e := 0; e < 4; e++ {
-						v := byte(0) // padding rows hold the value 0
-						if blk != nil {
-							v = blk[2+4*q+e]
-						}
-						grp[packedAt(b, q, i, e)] = v ^ 0x80
+				sc := grp[nb*4*pieces*PackRows+b*2*PackRows+2*i:][:2]
+				if r >= rows {
+					sc[0], sc[1] = 0, 0
+					for q := 0; q < pieces; q++ {
+						p := grp[b*4*pieces*PackRows+q*4*PackRows+i*4:][:4]
+						p[0], p[1], p[2], p[3] = pad, pad, pad, pad
 					}
+					continue
+				}
+				blk := src[r*rb+b*blockBytes:][:blockBytes]
+				sc[0], sc[1] = blk[0], blk[1]
+				for q := 0; q < pieces; q++ {
+					p, w := grp[b*4*pieces*PackRows+q*4*PackRows+i*4:][:4], blk[2+4*q:][:4]
+					p[0], p[1], p[2], p[3] = w[0]^flip, w[1]^flip, w[2]^flip, w[3]^flip
 				}
 			}
 		}

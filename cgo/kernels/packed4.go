@@ -28,35 +28,11 @@ func packed4Scale(nb, b, i int) int { return nb*16*PackRows + b*2*PackRows + 2*i
 // which must hold PackedQ4_0Size bytes.
 func PackQ4_0(dst, src []byte, rows, cols int) {
 	rb := rowBytes(cols, BlockQ4_0)
-	nb := rb / BlockQ4_0
 	if len(src) < rows*rb || len(dst) < PackedQ4_0Size(rows, cols) {
 		panic(fmt.Sprintf("kernels: pack %d×%d Q4_0: src %d bytes (need %d), dst %d (need %d)",
 			rows, cols, len(src), rows*rb, len(dst), PackedQ4_0Size(rows, cols)))
 	}
-	gb := PackRows * rb
-	for g := 0; g < (rows+PackRows-1)/PackRows; g++ {
-		grp := dst[g*gb : (g+1)*gb]
-		for i := 0; i < PackRows; i++ {
-			r := g*PackRows + i
-			if r >= rows { // padding rows: both nibbles 8 (the value 0), scale 0
-				for b := 0; b < nb; b++ {
-					for q := 0; q < 4; q++ {
-						copy(grp[packed4At(b, q, i, 0):][:4], []byte{0x88, 0x88, 0x88, 0x88})
-					}
-					grp[packed4Scale(nb, b, i)], grp[packed4Scale(nb, b, i)+1] = 0, 0
-				}
-				continue
-			}
-			row := src[r*rb : (r+1)*rb]
-			for b := 0; b < nb; b++ {
-				blk := row[b*BlockQ4_0 : (b+1)*BlockQ4_0]
-				grp[packed4Scale(nb, b, i)], grp[packed4Scale(nb, b, i)+1] = blk[0], blk[1]
-				for q := 0; q < 4; q++ {
-					copy(grp[packed4At(b, q, i, 0):][:4], blk[2+4*q:6+4*q])
-				}
-			}
-		}
-	}
+	packGroups(dst, src, rows, rb, BlockQ4_0, 0, 0x88) // padding: both nibbles 8, the value 0
 }
 
 // DequantizePackedQ4_0Row writes row r of packed cols-wide Q4_0 weights as float32 (embedding
