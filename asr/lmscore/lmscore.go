@@ -27,18 +27,7 @@ type Scorer struct {
 // Open loads the model at path into an engine of its own with threads
 // worker threads (1 keeps rescoring on one core).
 func Open(path string, threads int) (*Scorer, error) {
-	eng, err := engine.Open(engine.Config{
-		ModelPath:     path,
-		Threads:       max(1, threads),
-		ContextSize:   128,
-		ChatTemplate:  "chatml",
-		RepeatPenalty: 1,
-		MaxTokens:     1,
-		Sequences:     1,
-		QueueSize:     16,
-		Conversations: 1,
-		CacheBytes:    16 << 20,
-	})
+	eng, err := engine.Open(engine.ScoringConfig(path, threads, 16, 1, 16<<20))
 	if err != nil {
 		return nil, fmt.Errorf("lmscore: %w", err)
 	}

@@ -515,3 +515,22 @@ func (e *Engine) UserTurn() (head []int32, end int32, err error) {
 	}
 	return e.tok.Encode("<|im_start|>user\n", false, true), end, nil
 }
+
+// ScoringConfig is the configuration of an engine that only scores short
+// user turns (NextLogProb, ScoreFrom): a 128-token context, one sequence,
+// greedy and unpenalised, threads worker threads, room for convs cached
+// conversations of cacheBytes in all, queue requests waiting.
+func ScoringConfig(path string, threads, queue, convs int, cacheBytes int64) Config {
+	return Config{
+		ModelPath:     path,
+		Threads:       max(1, threads),
+		ContextSize:   128,
+		ChatTemplate:  "chatml",
+		RepeatPenalty: 1,
+		MaxTokens:     1,
+		Sequences:     1,
+		QueueSize:     queue,
+		Conversations: convs,
+		CacheBytes:    cacheBytes,
+	}
+}

@@ -28,18 +28,7 @@ type LM struct {
 // threads worker threads (1 is plenty: a partial costs about a millisecond)
 // and room for sessions conversation caches.
 func OpenLM(path string, threads, sessions int) (*LM, error) {
-	eng, err := engine.Open(engine.Config{
-		ModelPath:     path,
-		Threads:       max(1, threads),
-		ContextSize:   128,
-		ChatTemplate:  "chatml",
-		RepeatPenalty: 1,
-		MaxTokens:     1,
-		Sequences:     1,
-		QueueSize:     max(8, sessions),
-		Conversations: max(4, sessions),
-		CacheBytes:    64 << 20,
-	})
+	eng, err := engine.Open(engine.ScoringConfig(path, threads, max(8, sessions), max(4, sessions), 64<<20))
 	if err != nil {
 		return nil, fmt.Errorf("turn: end-of-utterance model: %w", err)
 	}
