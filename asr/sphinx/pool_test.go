@@ -51,6 +51,37 @@ func TestPoolFillsInBackground(t *testing.T) {
 	}
 }
 
+// TestPoolEqualMaxIdleBuildsOnce: with PoolMaxIdle == PoolSize (the shipped
+// 8/8) sequential utterances must not free their decoder and build a
+// replacement each time.
+func TestPoolEqualMaxIdleBuildsOnce(t *testing.T) {
+	requireModel(t)
+	requireTestData(t)
+	pcm := loadSet(t, "goforward")[0].pcm
+	cfg := DefaultConfig()
+	cfg.PoolSize, cfg.PoolMaxIdle = 2, 2
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+	for i := range 4 {
+		if err := r.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decode(ctx, r, pcm); err != nil {
+			t.Fatalf("utterance %d: %v", i, err)
+		}
+	}
+	if err := r.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.Built != 3 || st.Idle != 3 {
+		t.Errorf("after 4 sequential utterances: %+v, want 3 built (one replacement), 3 idle", st)
+	}
+}
+
 // TestPoolMaxIdleFrees: returned decoders beyond PoolMaxIdle are freed.
 func TestPoolMaxIdleFrees(t *testing.T) {
 	requireModel(t)

@@ -105,7 +105,7 @@ func New(cfg Config) (*Recognizer, error) {
 	r := &Recognizer{
 		args:    cfg.decoderArgs(),
 		size:    cfg.PoolSize,
-		maxIdle: max(cfg.PoolMaxIdle, cfg.PoolSize),
+		maxIdle: poolMaxIdle(cfg),
 		warmUp:  cfg.WarmUp,
 		cmn:     cmn,
 		cmnNB:   cmnNB,
@@ -295,6 +295,19 @@ func (r *Recognizer) take() (*csphinx.Decoder, error) {
 	}
 	// Loading takes long; do it outside the lock.
 	return r.newDecoder()
+}
+
+// poolMaxIdle is how many returned decoders the pool keeps: PoolMaxIdle, but
+// at least one more than PoolSize. A Start that takes an idle decoder starts
+// building its replacement, so when its own decoder comes back the pool
+// holds PoolSize+1; freeing that one (PoolMaxIdle == PoolSize, the shipped
+// 8/8) built and freed a decoder for every utterance, 0.3-0.5 s of CPU that
+// competed with the recogniser and delayed each final by ~35 ms.
+func poolMaxIdle(cfg Config) int {
+	if cfg.PoolSize == 0 {
+		return cfg.PoolMaxIdle
+	}
+	return max(cfg.PoolMaxIdle, cfg.PoolSize+1)
 }
 
 // keepOrFree returns a decoder that has no utterance in progress to the
