@@ -45,8 +45,8 @@ type Config struct {
 	PoolSize int
 
 	// PoolMaxIdle is how many returned decoders are kept idle at most
-	// (at least PoolSize+1 when PoolSize > 0, see poolMaxIdle); more are
-	// freed.
+	// (at least PoolSize); more are freed. A Start builds no replacement
+	// that the decoders in use would, once returned, leave to be freed.
 	PoolMaxIdle int
 
 	// WarmUp runs a short decode on every new decoder before its first

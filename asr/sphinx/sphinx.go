@@ -76,6 +76,7 @@ type Recognizer struct {
 
 	mu       sync.Mutex // guards the fields below
 	idle     []*csphinx.Decoder
+	out      int  // decoders take handed out and not yet released
 	building bool // a background build is running
 	closed   bool
 	built    int // decoders created, for Stats
@@ -105,7 +106,7 @@ func New(cfg Config) (*Recognizer, error) {
 	r := &Recognizer{
 		args:    cfg.decoderArgs(),
 		size:    cfg.PoolSize,
-		maxIdle: poolMaxIdle(cfg),
+		maxIdle: max(cfg.PoolMaxIdle, cfg.PoolSize),
 		warmUp:  cfg.WarmUp,
 		cmn:     cmn,
 		cmnNB:   cmnNB,
@@ -263,12 +264,12 @@ func (r *Recognizer) start(ctx context.Context, sampleRate int, sess *Session) (
 	}
 	if len(mean) > 0 {
 		if err := d.SetCMN(mean); err != nil {
-			r.keepOrFree(d)
+			r.release(d, true)
 			return nil, fmt.Errorf("sphinx: start: %w", err)
 		}
 	}
 	if err := d.StartUtt(); err != nil {
-		_ = d.Close()
+		r.release(d, false)
 		return nil, fmt.Errorf("sphinx: start: %w", err)
 	}
 	return newStream(ctx, r, d, sess), nil
@@ -288,26 +289,39 @@ func (r *Recognizer) take() (*csphinx.Decoder, error) {
 		r.idle[n-1] = nil
 		r.idle = r.idle[:n-1]
 	}
-	r.refillLocked()
+	r.out++
+	// A replacement is built unless the decoders out, once returned, would
+	// fill the pool to PoolMaxIdle anyway: it would only be freed (with the
+	// shipped 8/8 every utterance built one and freed one, 0.3-0.5 s of CPU
+	// beside the recogniser).
+	if len(r.idle)+r.out < r.maxIdle {
+		r.refillLocked()
+	}
 	r.mu.Unlock()
 	if d != nil {
 		return d, nil
 	}
 	// Loading takes long; do it outside the lock.
-	return r.newDecoder()
+	d, err := r.newDecoder()
+	if err != nil {
+		r.mu.Lock()
+		r.out--
+		r.mu.Unlock()
+	}
+	return d, err
 }
 
-// poolMaxIdle is how many returned decoders the pool keeps: PoolMaxIdle, but
-// at least one more than PoolSize. A Start that takes an idle decoder starts
-// building its replacement, so when its own decoder comes back the pool
-// holds PoolSize+1; freeing that one (PoolMaxIdle == PoolSize, the shipped
-// 8/8) built and freed a decoder for every utterance, 0.3-0.5 s of CPU that
-// competed with the recogniser and delayed each final by ~35 ms.
-func poolMaxIdle(cfg Config) int {
-	if cfg.PoolSize == 0 {
-		return cfg.PoolMaxIdle
+// release ends the loan of a decoder take handed out: back to the pool
+// (keepOrFree) when keep, else freed.
+func (r *Recognizer) release(d *csphinx.Decoder, keep bool) {
+	r.mu.Lock()
+	r.out--
+	r.mu.Unlock()
+	if keep {
+		r.keepOrFree(d)
+		return
 	}
-	return max(cfg.PoolMaxIdle, cfg.PoolSize+1)
+	_ = d.Close()
 }
 
 // keepOrFree returns a decoder that has no utterance in progress to the

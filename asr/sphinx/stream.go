@@ -97,7 +97,7 @@ func (s *stream) Close() error {
 	if err != nil {
 		// The decoder's state is unknown: free it rather than pool it, and
 		// still deliver the best text there is as the final.
-		_ = d.Close()
+		s.rec.release(d, false)
 		s.results <- asr.Result{Text: string(s.sent), Final: true, At: time.Now()}
 		close(s.results)
 		return fmt.Errorf("sphinx: close: %w", err)
@@ -110,13 +110,13 @@ func (s *stream) Close() error {
 	close(s.results)
 	if s.broken {
 		// Neither the decoder nor the mean it ended with can be trusted.
-		_ = d.Close()
+		s.rec.release(d, false)
 		return nil
 	}
 	if s.sess != nil {
 		s.sess.learn(d)
 	}
-	s.rec.keepOrFree(d)
+	s.rec.release(d, true)
 	return nil
 }
 
@@ -134,8 +134,8 @@ func (s *stream) cancel() {
 	d := s.dec
 	s.dec = nil
 	if err := d.EndUtt(); (err != nil && !errors.Is(err, csphinx.ErrClosed)) || s.broken {
-		_ = d.Close()
+		s.rec.release(d, false)
 		return
 	}
-	s.rec.keepOrFree(d)
+	s.rec.release(d, true)
 }
