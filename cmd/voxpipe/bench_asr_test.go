@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/voxpipe/voxpipe/asr/asrtest"
 	csphinx "github.com/voxpipe/voxpipe/cgo/sphinx"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
@@ -133,4 +134,25 @@ func TestPauseTracker(t *testing.T) {
 	var nilTracker *pauseTracker // --pauses off
 	nilTracker.frame(3)
 	nilTracker.end()
+}
+
+func TestTranscriptionLine(t *testing.T) {
+	for _, c := range []struct {
+		line, id, ref string
+		ok            bool
+	}{
+		{"<s> ten of clubs  </s> (001)", "001", "ten of clubs", true},
+		{"<s> he might even have been made amiable himself </s> (sense_and_sensibility_01_austen_64kb-0930)",
+			"sense_and_sensibility_01_austen_64kb-0930", "he might even have been made amiable himself", true},
+		{"go forward ten meters (goforward)", "goforward", "go forward ten meters", true},
+		{"no id here", "", "", false},
+	} {
+		id, ref, ok := transcriptionLine(c.line)
+		if id != c.id || ref != c.ref || ok != c.ok {
+			t.Errorf("transcriptionLine(%q) = %q, %q, %v; want %q, %q, %v", c.line, id, ref, ok, c.id, c.ref, c.ok)
+		}
+		if got := strings.Join(asrtest.Words(ref), " "); got != c.ref {
+			t.Errorf("Words(%q) = %q: a sentence marker became a word", ref, got)
+		}
+	}
 }
