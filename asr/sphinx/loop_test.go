@@ -45,7 +45,7 @@ func testTTSLoop(t *testing.T, cfg Config, maxWER float64) {
 		t.Skipf("requires tts/flite with the slt voice: %v unavailable", err)
 	}
 	defer synth.Close()
-	r, err := New(DefaultConfig())
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
