@@ -70,6 +70,11 @@ type Config struct {
 	// pocketsphinx's 0.65. Lower means fewer, longer words.
 	WordPenalty float64
 
+	// SilenceProb is the probability of the silence word between words
+	// (-silprob); 0 keeps pocketsphinx's 0.005. Higher lets the search
+	// explain a pause or a noise as silence rather than as a short word.
+	SilenceProb float64
+
 	// BestpathLW is the language weight of the lattice best-path pass
 	// (-bestpathlw); 0 keeps pocketsphinx's 9.5. It only changes the final
 	// hypothesis, not the first pass's partials or cost.
@@ -86,6 +91,18 @@ type Config struct {
 	// wideband speech's. "" uses CMNInit.
 	NarrowbandCMNInit string
 
+	// CMNWeight is how many 10 ms frames of history the starting mean of
+	// an utterance counts as, i.e. how far the utterance's own speech moves
+	// it; 0 keeps pocketsphinx's 500 (5 s).
+	CMNWeight int
+
+	// CMNUpdate, when > 0, re-estimates the mean every CMNUpdate frames
+	// within an utterance (the starting mean's weight plus the frames
+	// decoded so far), so the rest of the utterance is normalised by it.
+	// 0 keeps pocketsphinx's schedule: within an utterance only every 3 s
+	// of speech, so a short one is normalised entirely by its start mean.
+	CMNUpdate int
+
 	// Rescore rescores the final hypothesis's n-best list with a language
 	// model (off when Rescore.Scorer is nil; see Rescore).
 	Rescore Rescore
@@ -98,7 +115,8 @@ type Config struct {
 // DefaultConfig returns the Debian en-us model with the full trigram LM,
 // the first pass plus the lattice best-path pass, the pruning
 // configs/default.yaml ships (MaxHMMPerFrame 4000, PhoneLookahead 3: the
-// measured curve is in docs/asr.md) and one warm decoder.
+// measured curve is in docs/asr.md), its silence probability (0.05) and one
+// warm decoder.
 //
 // Why first pass only: latency is the product, and the final hypothesis is
 // what the turn manager waits for after end of speech. The second and third
@@ -141,6 +159,7 @@ func DefaultConfig() Config {
 		Bestpath:       true,
 		MaxHMMPerFrame: 4000,
 		PhoneLookahead: 3,
+		SilenceProb:    0.05,
 	}
 }
 
@@ -191,8 +210,14 @@ func (c Config) validate() error {
 	if c.BestpathLW < 0 {
 		return fmt.Errorf("%w: BestpathLW %g is negative", ErrConfig, c.BestpathLW)
 	}
+	if c.SilenceProb < 0 || c.SilenceProb > 1 {
+		return fmt.Errorf("%w: SilenceProb %g is outside 0..1", ErrConfig, c.SilenceProb)
+	}
 	if c.WordPenalty < 0 || c.WordPenalty > 1 {
 		return fmt.Errorf("%w: WordPenalty %g is outside 0..1", ErrConfig, c.WordPenalty)
+	}
+	if c.CMNWeight < 0 || c.CMNUpdate < 0 {
+		return fmt.Errorf("%w: CMNWeight %d / CMNUpdate %d is negative", ErrConfig, c.CMNWeight, c.CMNUpdate)
 	}
 	if c.PhoneLookahead < 0 {
 		return fmt.Errorf("%w: PhoneLookahead %d is negative", ErrConfig, c.PhoneLookahead)
@@ -301,6 +326,9 @@ func (c Config) decoderArgs() []string {
 	}
 	if c.WordPenalty > 0 {
 		flags["-wip"] = strconv.FormatFloat(c.WordPenalty, 'g', -1, 64)
+	}
+	if c.SilenceProb > 0 {
+		flags["-silprob"] = strconv.FormatFloat(c.SilenceProb, 'g', -1, 64)
 	}
 	flags["-bestpath"] = "no"
 	if c.Bestpath {

@@ -22,8 +22,11 @@ func flagValue(args []string, flag string) (string, bool) {
 func TestPruningFlags(t *testing.T) {
 	c := DefaultConfig()
 	c.Bestpath = true
-	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead, c.WordPenalty = 4000, 11, 3, 0.2
+	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead, c.WordPenalty, c.SilenceProb = 4000, 11, 3, 0.2, 0.05
 	args := c.decoderArgs()
+	if v, _ := flagValue(args, "-silprob"); v != "0.05" {
+		t.Errorf("-silprob = %q, want 0.05 (%v)", v, args)
+	}
 	if v, _ := flagValue(args, "-wip"); v != "0.2" {
 		t.Errorf("-wip = %q, want 0.2 (%v)", v, args)
 	}
@@ -42,10 +45,10 @@ func TestPruningFlags(t *testing.T) {
 		t.Errorf("-bestpathlw without the best-path pass: %v", c.decoderArgs())
 	}
 
-	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead, c.WordPenalty = 0, 0, 0, 0
+	c.MaxHMMPerFrame, c.BestpathLW, c.PhoneLookahead, c.WordPenalty, c.SilenceProb = 0, 0, 0, 0, 0
 	c.Bestpath = true
 	args = c.decoderArgs()
-	for _, f := range []string{"-maxhmmpf", "-bestpathlw", "-pl_window", "-wip"} {
+	for _, f := range []string{"-maxhmmpf", "-bestpathlw", "-pl_window", "-wip", "-silprob"} {
 		if slices.Contains(args, f) {
 			t.Errorf("%s set although 0 keeps pocketsphinx's default: %v", f, args)
 		}
@@ -57,11 +60,12 @@ func TestPruningFlags(t *testing.T) {
 		t.Errorf("Args did not override MaxHMMPerFrame: -maxhmmpf = %q", v)
 	}
 
-	for _, bad := range []Config{{MaxHMMPerFrame: -1}, {BestpathLW: -2}, {WordPenalty: 1.5}} {
+	for _, bad := range []Config{{MaxHMMPerFrame: -1}, {BestpathLW: -2}, {WordPenalty: 1.5}, {SilenceProb: -0.1}, {CMNWeight: -1}, {CMNUpdate: -5}} {
 		base := DefaultConfig()
 		base.MaxHMMPerFrame, base.BestpathLW, base.WordPenalty = bad.MaxHMMPerFrame, bad.BestpathLW, bad.WordPenalty
+		base.SilenceProb, base.CMNWeight, base.CMNUpdate = bad.SilenceProb, bad.CMNWeight, bad.CMNUpdate
 		if err := base.validate(); !errors.Is(err, ErrConfig) {
-			t.Errorf("MaxHMMPerFrame %d BestpathLW %g WordPenalty %g: validate = %v, want ErrConfig", bad.MaxHMMPerFrame, bad.BestpathLW, bad.WordPenalty, err)
+			t.Errorf("%+v: validate = %v, want ErrConfig", bad, err)
 		}
 	}
 }

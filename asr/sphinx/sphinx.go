@@ -65,6 +65,9 @@ type Recognizer struct {
 	warmUp  bool
 	cmn     []float32 // mean every new decoder and session starts from
 	cmnNB   []float32 // mean narrowband sessions start from (nil: cmn)
+	// cmnWeight: frames the start mean counts as (0: pocketsphinx's);
+	// cmnEvery: samples between mean updates in an utterance (0: off).
+	cmnWeight, cmnEvery int
 
 	rescoreCfg Rescore
 
@@ -111,6 +114,9 @@ func New(cfg Config) (*Recognizer, error) {
 		cmn:     cmn,
 		cmnNB:   cmnNB,
 		process: (*csphinx.Decoder).ProcessRaw,
+
+		cmnWeight: cfg.CMNWeight,
+		cmnEvery:  cfg.CMNUpdate * SampleRate / 100,
 
 		rescoreCfg: cfg.Rescore,
 	}
@@ -264,6 +270,12 @@ func (r *Recognizer) start(ctx context.Context, sampleRate int, sess *Session) (
 	}
 	if len(mean) > 0 {
 		if err := d.SetCMN(mean); err != nil {
+			r.release(d, true)
+			return nil, fmt.Errorf("sphinx: start: %w", err)
+		}
+	}
+	if r.cmnWeight > 0 {
+		if err := d.SetCMNWeight(r.cmnWeight); err != nil {
 			r.release(d, true)
 			return nil, fmt.Errorf("sphinx: start: %w", err)
 		}

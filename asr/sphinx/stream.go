@@ -30,6 +30,7 @@ type stream struct {
 	ended   bool   // Close ran or ctx was cancelled; dec is back in the pool
 	broken  bool   // a Write failed: dec's state is unknown, free it at the end
 	sent    []byte // text of the last partial delivered
+	unmeant int    // samples decoded since the CMN mean was last updated
 	scratch []byte // current hypothesis, reused every Write
 }
 
@@ -65,6 +66,12 @@ func (s *stream) Write(pcm []int16) error {
 		// serve another utterance, even if ending this one succeeds.
 		s.broken = true
 		return fmt.Errorf("sphinx: write: %w", err)
+	}
+	if s.rec.cmnEvery > 0 {
+		if s.unmeant += len(pcm); s.unmeant >= s.rec.cmnEvery {
+			s.unmeant = 0
+			s.dec.RefreshCMN()
+		}
 	}
 	s.scratch = s.dec.AppendHyp(s.scratch[:0])
 	if len(s.scratch) == 0 || bytes.Equal(s.scratch, s.sent) {

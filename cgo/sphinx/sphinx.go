@@ -181,6 +181,29 @@ static void vp_cmn_get(ps_decoder_t *ps, float *dst, int n) {
 static void vp_cmn_set(ps_decoder_t *ps, const float *vec) {
 	cmn_live_set(ps_get_feat(ps)->cmn_struct, vec);
 }
+
+// vp_cmn_weight makes the current mean count as n frames of history
+// (cmn_live_set gives it CMN_WIN, 500): the sum becomes mean * n.
+static void vp_cmn_weight(ps_decoder_t *ps, int n) {
+	cmn_t *c = ps_get_feat(ps)->cmn_struct;
+	for (int i = 0; i < c->veclen; i++) {
+		c->sum[i] = c->cmn_mean[i] * n;
+	}
+	c->nframe = n;
+}
+
+// vp_cmn_refresh sets the mean that normalises the next frames to the
+// running sum over its frames (what cmn_live does only past CMN_WIN_HWM
+// frames and at the end of an utterance).
+static void vp_cmn_refresh(ps_decoder_t *ps) {
+	cmn_t *c = ps_get_feat(ps)->cmn_struct;
+	if (c->nframe <= 0) {
+		return;
+	}
+	for (int i = 0; i < c->veclen; i++) {
+		c->cmn_mean[i] = c->sum[i] / c->nframe;
+	}
+}
 */
 import "C"
 
@@ -402,6 +425,35 @@ func (d *Decoder) SetCMN(vec []float32) error {
 	}
 	C.vp_cmn_set(d.ps, (*C.float)(unsafe.Pointer(&vec[0])))
 	return nil
+}
+
+// SetCMNWeight makes the running mean count as frames frames of history
+// (10 ms each): how far the speech that follows moves it. SetCMN gives it
+// pocketsphinx's 500. Call it between utterances, after SetCMN.
+func (d *Decoder) SetCMNWeight(frames int) error {
+	if d.ps == nil {
+		return ErrClosed
+	}
+	if frames <= 0 {
+		return fmt.Errorf("%w: CMN weight %d frames: want > 0", ErrConfig, frames)
+	}
+	if d.CMNLen() == 0 {
+		return nil
+	}
+	C.vp_cmn_weight(d.ps, C.int(frames))
+	return nil
+}
+
+// RefreshCMN makes the running estimate (the starting mean's weight plus
+// every frame decoded since) the mean that normalises the frames decoded
+// next. pocketsphinx itself does that only every 3 s of speech and at the
+// end of an utterance, so a short utterance is normalised entirely by the
+// mean it started with.
+func (d *Decoder) RefreshCMN() {
+	if d.ps == nil || d.CMNLen() == 0 {
+		return
+	}
+	C.vp_cmn_refresh(d.ps)
 }
 
 // Close frees the decoder. It is idempotent; other methods return ErrClosed

@@ -40,3 +40,9 @@ func (d *Decoder) SetCMN(vec []float32) error { return ErrNoCgo }
 
 // NBest returns ErrNoCgo.
 func (d *Decoder) NBest(n, maxPaths int) ([]NBestHyp, error) { return nil, ErrNoCgo }
+
+// SetCMNWeight returns ErrNoCgo.
+func (d *Decoder) SetCMNWeight(frames int) error { return ErrNoCgo }
+
+// RefreshCMN does nothing.
+func (d *Decoder) RefreshCMN() {}

@@ -216,6 +216,65 @@ func TestCMNGetSet(t *testing.T) {
 	}
 }
 
+// TestCMNWeightRefresh: within a short utterance pocketsphinx leaves the
+// mean where it started; RefreshCMN moves it to the running estimate, and
+// the lighter the start mean's weight (SetCMNWeight), the further.
+func TestCMNWeightRefresh(t *testing.T) {
+	requireFiles(t, modelRoot+"/en-us/mdef", testData+"/goforward.raw")
+	pcm := readRaw(t, testData+"/goforward.raw")[:16000] // 1 s: under pocketsphinx's own 3 s update
+	start := []float32{30, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	moved := func(weight int, refresh bool) float32 {
+		d, err := NewDecoder(lmArgs("-fwdflat", "no", "-bestpath", "no"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
+		if err := d.SetCMN(start); err != nil {
+			t.Fatal(err)
+		}
+		if weight > 0 {
+			if err := d.SetCMNWeight(weight); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := d.StartUtt(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = d.EndUtt() }()
+		if err := d.ProcessRaw(pcm); err != nil {
+			t.Fatal(err)
+		}
+		if refresh {
+			d.RefreshCMN()
+		}
+		m := d.CMN(nil)
+		var dist float32
+		for i := range m {
+			dist += (m[i] - start[i]) * (m[i] - start[i])
+		}
+		return dist
+	}
+	if d := moved(0, false); d != 0 {
+		t.Errorf("without RefreshCMN the mean moved within 1 s (distance² %g): pocketsphinx updates it only every 3 s", d)
+	}
+	heavy, light := moved(0, true), moved(50, true)
+	if heavy <= 0 || light <= heavy {
+		t.Errorf("distance² moved after 1 s: weight 500 %g, weight 50 %g; want 0 < the first < the second", heavy, light)
+	}
+	d, err := NewDecoder(lmArgs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetCMNWeight(0); !errors.Is(err, ErrConfig) {
+		t.Errorf("weight 0: %v, want ErrConfig", err)
+	}
+	_ = d.Close()
+	if err := d.SetCMNWeight(10); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+	d.RefreshCMN() // no-op after Close
+}
+
 // TestNBest: the n-best list of goforward holds the best hypothesis first,
 // distinct texts and at most n entries (A* emits them roughly, not
 // strictly, in score order); a

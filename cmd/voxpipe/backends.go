@@ -152,8 +152,11 @@ func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
 	sc.BestpathLW = s.BestpathLW
 	sc.PhoneLookahead = s.PhoneLookahead
 	sc.WordPenalty = s.WordPenalty
+	sc.SilenceProb = s.SilenceProb
 	sc.CMNInit = s.CMNInit
 	sc.NarrowbandCMNInit = s.CMNInit8k
+	sc.CMNWeight = s.CMNWeight
+	sc.CMNUpdate = s.CMNUpdate
 	args, err := asrsphinx.ParseArgs(s.ExtraArgs)
 	if err != nil {
 		return nil, nil, err

@@ -253,8 +253,11 @@ type Sphinx struct {
 	BestpathLW     float64       `yaml:"bestpath_lw"`       // -bestpathlw; 0 = pocketsphinx's 9.5
 	PhoneLookahead int           `yaml:"phone_lookahead"`   // -pl_window, frames; 0 = pocketsphinx's 5
 	WordPenalty    float64       `yaml:"word_penalty"`      // -wip; 0 = pocketsphinx's 0.65
+	SilenceProb    float64       `yaml:"silence_prob"`      // -silprob; 0 = pocketsphinx's 0.005
 	CMNInit        string        `yaml:"cmninit"`           // comma-separated cepstral mean; "" = the model's
 	CMNInit8k      string        `yaml:"cmninit_8k"`        // the same for clients at 8 kHz or less; "" = cmninit
+	CMNWeight      int           `yaml:"cmn_weight"`        // frames of history the starting mean counts as; 0 = pocketsphinx's 500
+	CMNUpdate      int           `yaml:"cmn_update"`        // frames between mean updates within an utterance; 0 = pocketsphinx's own (every 3 s)
 	ExtraArgs      string        `yaml:"extra_args"`        // "-flag value ..." passed to pocketsphinx
 	Rescore        SphinxRescore `yaml:"rescore"`
 }
@@ -386,7 +389,7 @@ func Default() Config {
 		ASR: ASR{
 			Backend:      "sphinx",
 			ReplaceAfter: 3,
-			Sphinx: Sphinx{FirstPassOnly: true, Bestpath: true, PoolSize: 8, PoolMaxIdle: 8, WarmUp: true, MaxHMMPerFrame: 4000, PhoneLookahead: 3,
+			Sphinx: Sphinx{FirstPassOnly: true, Bestpath: true, PoolSize: 8, PoolMaxIdle: 8, WarmUp: true, MaxHMMPerFrame: 4000, PhoneLookahead: 3, SilenceProb: 0.05,
 				CMNInit:   "45.85,-1.85,2.51,7.13,1.15,-1.18,-2.50,0.54,-1.82,-1.05,-4.48,-1.63,1.76",
 				CMNInit8k: "45.45,15.56,-13.21,22.93,-7.53,-2.51,4.17,-10.04,8.88,-5.54,-6.31,3.06,-5.87",
 				Rescore:   SphinxRescore{Model: "models/voxpipe-eou-q8_0.gguf", NBest: 5, Weight: 0.0025, WordBonus: -0.01, TimeoutMs: 100, Threads: 1}},

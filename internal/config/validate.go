@@ -78,8 +78,13 @@ func (c *Config) Validate() error {
 	v.intRange("asr.sphinx.pool_max_idle", sp.PoolMaxIdle, 0, 256)
 	v.intRange("asr.sphinx.max_hmm_per_frame", sp.MaxHMMPerFrame, 0, 1000000)
 	v.intRange("asr.sphinx.phone_lookahead", sp.PhoneLookahead, 0, 100)
+	v.intRange("asr.sphinx.cmn_weight", sp.CMNWeight, 0, 100000)
+	v.intRange("asr.sphinx.cmn_update", sp.CMNUpdate, 0, 100000)
 	if sp.WordPenalty < 0 || sp.WordPenalty > 1 {
 		v.fail("asr.sphinx.word_penalty", "%g is outside 0..1", sp.WordPenalty)
+	}
+	if sp.SilenceProb < 0 || sp.SilenceProb > 1 {
+		v.fail("asr.sphinx.silence_prob", "%g is outside 0..1", sp.SilenceProb)
 	}
 	if sp.BestpathLW < 0 || sp.BestpathLW > 100 {
 		v.fail("asr.sphinx.bestpath_lw", "%g is outside 0..100", sp.BestpathLW)
