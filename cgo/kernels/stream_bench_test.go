@@ -36,7 +36,7 @@ var readSink uint64
 // BenchmarkMatVecStream reports single-thread weight bandwidth (GB/s of weights read) of the
 // matrix-vector products over a ~96 MiB matrix, called in engine-sized row chunks. F32 is the
 // bandwidth reference: it does the least work per byte; "read" is ReadStream over the same bytes (the
-// engine's bandwidth probe), "q8_0packed" the packed layout's one-row product (what Q8_0 decoding runs). The portable Go tier is left out (too slow for this size).
+// engine's bandwidth probe), "q8_0packed" and "q4_0packed" the packed layouts' one-row products (what Q8_0 and Q4_0 decoding run). The portable Go tier is left out (too slow for this size).
 func BenchmarkMatVecStream(b *testing.B) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, cols := range []int{576, 1536, 4864} {
@@ -45,7 +45,7 @@ func BenchmarkMatVecStream(b *testing.B) {
 		kinds := []struct {
 			name  string
 			bytes int // per row
-		}{{"q8_0", cols / QK * BlockQ8_0}, {"q8_0packed", cols / QK * BlockQ8_0}, {"q4_0", cols / QK * BlockQ4_0}, {"f32", 4 * cols}, {"read", cols / QK * BlockQ8_0}}
+		}{{"q8_0", cols / QK * BlockQ8_0}, {"q8_0packed", cols / QK * BlockQ8_0}, {"q4_0", cols / QK * BlockQ4_0}, {"q4_0packed", cols / QK * BlockQ4_0}, {"f32", 4 * cols}, {"read", cols / QK * BlockQ8_0}}
 		for _, k := range kinds {
 			rows := streamBytes / k.bytes
 			var run func()
@@ -73,6 +73,17 @@ func BenchmarkMatVecStream(b *testing.B) {
 					for r := 0; r < rows; r += chunk {
 						r1 := min(r+chunk, rows)
 						MatMulPackedQ8_0(out, 0, w, cols, r, r1, xq, 1)
+					}
+				}
+			case "q4_0packed":
+				plain := randBlocks(rng, rows, cols, BlockQ4_0)
+				w := make([]byte, PackedQ4_0Size(rows, cols))
+				PackQ4_0(w, plain, rows, cols)
+				chunk := (streamChunk + PackRows - 1) / PackRows * PackRows
+				run = func() {
+					for r := 0; r < rows; r += chunk {
+						r1 := min(r+chunk, rows)
+						MatMulPackedQ4_0(out, 0, w, cols, r, r1, xq, 1)
 					}
 				}
 			case "read":
