@@ -14,7 +14,7 @@ import (
 // sessionPlan is what one virtual device does: the questions it asks, one
 // per turn, until it has asked turns of them or the deadline passed.
 type sessionPlan struct {
-	id          int
+	id          int        // the session's index in its level: its first question
 	questions   []question // asked in order, cycling
 	turns       int        // questions to ask; 0 = until deadline
 	deadline    time.Time  // with turns 0: no new question after it
@@ -63,6 +63,21 @@ type bench struct {
 	progress   io.Writer
 }
 
+// plan is the i-th session's of a level; deadline is the level's with
+// --duration.
+func (b *bench) plan(i int, deadline time.Time) sessionPlan {
+	first := i
+	if b.o.sameQuestions {
+		first = 0
+	}
+	p := sessionPlan{id: first, questions: b.qs, turns: b.o.turns, pause: b.o.pause,
+		bargeIn: b.o.bargeIn, turnTimeout: b.o.turnTimeout}
+	if b.o.duration > 0 {
+		p.turns, p.deadline = 0, deadline.Add(time.Duration(i)*b.o.stagger)
+	}
+	return p
+}
+
 // level runs n sessions (arriving o.stagger apart) and summarises them.
 func (b *bench) level(ctx context.Context, n int) levelStats {
 	before := scrape(ctx, b.metricsURL)
@@ -82,11 +97,7 @@ func (b *bench) level(ctx context.Context, n int) levelStats {
 	}
 	var wg sync.WaitGroup
 	for i := range n {
-		p := sessionPlan{id: i, questions: b.qs, turns: b.o.turns, pause: b.o.pause,
-			bargeIn: b.o.bargeIn, turnTimeout: b.o.turnTimeout}
-		if b.o.duration > 0 {
-			p.turns, p.deadline = 0, deadline.Add(time.Duration(i)*b.o.stagger)
-		}
+		p := b.plan(i, deadline)
 		wg.Go(func() {
 			select {
 			case <-time.After(time.Duration(i) * b.o.stagger):

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestWordErrors(t *testing.T) {
@@ -191,5 +192,28 @@ func TestIntervals(t *testing.T) {
 	writeMarkdown(&md, finish([]levelStats{st}, 800))
 	if !strings.Contains(md.String(), "| speech_end → asr_final | asr_final → llm_request | llm_request → llm_first_token |") {
 		t.Errorf("markdown:\n%s", md.String())
+	}
+}
+
+// TestSameQuestions: by default session i starts at question i; with
+// --same-questions every session asks the 1-session level's questions in
+// its order.
+func TestSameQuestions(t *testing.T) {
+	qs := []question{{ref: "a"}, {ref: "b"}, {ref: "c"}, {ref: "d"}}
+	seq := func(b *bench, i int) string {
+		p := b.plan(i, time.Time{})
+		var s string
+		for k := range p.turns {
+			s += p.question(k).ref
+		}
+		return s
+	}
+	b := &bench{o: options{turns: 3}, qs: qs}
+	if got := seq(b, 0) + "," + seq(b, 2); got != "abc,cda" {
+		t.Errorf("rotated plans %s, want abc,cda", got)
+	}
+	b.o.sameQuestions = true
+	if got := seq(b, 0) + "," + seq(b, 2); got != "abc,abc" {
+		t.Errorf("--same-questions plans %s, want abc,abc", got)
 	}
 }
