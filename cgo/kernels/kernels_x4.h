@@ -132,11 +132,25 @@ static inline __attribute__((always_inline)) void KN_FN(x4half)(__m256i *s0, __m
 	*s1 = _mm256_add_epi32(_mm256_madd_epi16(c, one), _mm256_set1_epi32(xs[1]));
 }
 
+// Prefetching in x4row: further ahead than the tiles and into L2 only (T2). Single thread, AVX2 tier,
+// BenchmarkMatVecStream q4_0packed cols1536/4864 against main's T0 at 2048 bytes in the same runs:
+// T2 at 8192 1.17x and 1.08x (at 4096 1.11x, 1.02x; T1 at 4096 1.08x, 1.00x; T2 at 2048 0.99x, 0.85x).
+#ifndef KN_X4ROW_PF
+#define KN_X4ROW_PF 8192
+#endif
+#ifndef KN_X4ROW_HINT
+#define KN_X4ROW_HINT _MM_HINT_T2
+#endif
+// KN_X4_KEEP(v): an empty asm that takes v in a register, so GCC neither reassociates x4row's int16
+// sums into a tree whose partial products stay live (it spilled them and 4 accumulators to the
+// stack every block) nor folds one weight load into both the mask and the shift (two loads).
+#define KN_X4_KEEP(v) __asm__("" : "+x"(v))
+
 // x4row is x4tile for one activation row (decoding) on AVX2: both 8-row halves in one pass over the
 // group, so every cache line is read once and prefetching never pauses (taking the halves in turn
 // streamed the group from memory in the first and re-read it from cache, prefetching nothing, in
 // the second), and each activation piece is broadcast once for the 16 rows. x4half's arithmetic per
-// lane, so the results are bit-identical to x4tile's.
+// lane (integer sums in another order, exact), so the results are bit-identical to x4tile's.
 static inline __attribute__((always_inline)) void KN_FN(x4row)(const uint8_t *g, int64_t nb, const uint8_t *xq,
 		const float *xd, const int32_t *xs, float *out, int valid, int pf) {
 	const uint8_t *scales = g + nb * 256;
@@ -144,27 +158,41 @@ static inline __attribute__((always_inline)) void KN_FN(x4row)(const uint8_t *g,
 	__m256 acc00 = _mm256_setzero_ps(), acc01 = acc00, acc10 = acc00, acc11 = acc00;
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 256;
-		if (KN_X4_PF > 0 && pf) {
+		if (KN_X4ROW_PF > 0 && pf) {
 			for (int l = 0; l < 256; l += 64)
-				_mm_prefetch((const char *)(wb + KN_X4_PF + l), KN_X4_HINT);
+				_mm_prefetch((const char *)(wb + KN_X4ROW_PF + l), KN_X4ROW_HINT);
 			if ((b & 1) == 0)
 				_mm_prefetch((const char *)(scales + b * 32 + 256), _MM_HINT_T0);
 		}
 		const uint8_t *xb = xq + b * 34 + 2;
-		__m256i a0 = _mm256_setzero_si256(), c0 = a0, a1 = a0, c1 = a0;
+		const __m256 dx = _mm256_set1_ps(xd[b]);
+		__m256i a0, c0, a1, c1;
 #pragma GCC unroll 4
 		for (int q = 0; q < 4; q++) {
 			const __m256i xl = _mm256_set1_epi32(KN_FN(ld32)(xb + 4 * q));
 			const __m256i xh = _mm256_set1_epi32(KN_FN(ld32)(xb + 16 + 4 * q));
-			const __m256i v0 = _mm256_loadu_si256((const __m256i *)(wb + 64 * q));
-			const __m256i v1 = _mm256_loadu_si256((const __m256i *)(wb + 64 * q + 32));
-			a0 = _mm256_add_epi16(a0, _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), xl));
-			c0 = _mm256_add_epi16(c0, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), xh));
-			a1 = _mm256_add_epi16(a1, _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), xl));
-			c1 = _mm256_add_epi16(c1, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), xh));
+			__m256i v0 = _mm256_loadu_si256((const __m256i *)(wb + 64 * q));
+			__m256i v1 = _mm256_loadu_si256((const __m256i *)(wb + 64 * q + 32));
+			KN_X4_KEEP(v0);
+			KN_X4_KEEP(v1);
+			const __m256i pa0 = _mm256_maddubs_epi16(_mm256_and_si256(v0, m4), xl);
+			const __m256i pc0 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m4), xh);
+			const __m256i pa1 = _mm256_maddubs_epi16(_mm256_and_si256(v1, m4), xl);
+			const __m256i pc1 = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m4), xh);
+			if (q == 0) {
+				a0 = pa0, c0 = pc0, a1 = pa1, c1 = pc1;
+			} else {
+				a0 = _mm256_add_epi16(a0, pa0);
+				c0 = _mm256_add_epi16(c0, pc0);
+				a1 = _mm256_add_epi16(a1, pa1);
+				c1 = _mm256_add_epi16(c1, pc1);
+			}
+			KN_X4_KEEP(a0);
+			KN_X4_KEEP(c0);
+			KN_X4_KEEP(a1);
+			KN_X4_KEEP(c1);
 		}
 		const __m256i sl = _mm256_set1_epi32(xs[2 * b]), sh = _mm256_set1_epi32(xs[2 * b + 1]);
-		const __m256 dx = _mm256_set1_ps(xd[b]);
 		const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32)));
 		const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32 + 16)));
 		acc00 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(a0, one), sl)), dx), dw0, acc00);
