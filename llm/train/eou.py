@@ -3,17 +3,27 @@
 
 The turn detector asks one question of a partial transcript: how likely is the end-of-user-message
 token <|im_end|> right after it, in "<|im_start|>user\\n{partial}"? A complete utterance should make
-it likely, a cut-off one unlikely. The scorer is the demo draft (same tokenizer) fine-tuned for that:
+it likely, a cut-off one unlikely. The scorer is the demo draft (same tokenizer) fine-tuned for that,
+and the shipped one was fine-tuned again from the scorer before it (Makefile EOU_BASE):
 
   prepare  (standard library only) collects utterances in the form the recogniser produces — lower
            case, no punctuation, digits spelled out — from prepare.py's corpus (the users' questions
            and the first sentences of the answers), WordNet's example sentences, a small grammar of
-           everyday requests written here, and smalltalk.py. Each keeps a "," marker where the
-           written text had a comma (where people pause), which training drops. Split by text.
+           everyday requests and short turns written here, question shapes over WordNet's common
+           nouns ("how many legs does a ... have"), smalltalk.py, and the sentences of Debian's
+           fortunes (the broadest natural English here). A templated request is also kept without
+           its trailing complement ("how far is the moon [from here]"), as people leave it out. Each
+           keeps a "," marker where the written text had a comma (where people pause) and a "|" where
+           a sentence ended inside the turn ("thanks | what's the weather", "set a timer | please"),
+           which training drops. Split by text; `voxpipe bench eou`'s set is kept out (--exclude).
   train    (PyTorch) draws utterances by source weight, adds recognition errors (substituted,
            dropped and inserted words), and scores every word boundary in one pass: the last one is
            complete (label 1), every earlier one a cut-off (label 0; a comma boundary counts double,
-           it is where a pause fools a silence timer). The loss is the binary cross-entropy of
+           it is where a pause fools a silence timer) unless the words so far could be a whole turn:
+           a "|" boundary, or a prefix that is itself a complete utterance of the data ("what time is
+           it" before "in tokyo"), gets the target --ambiguous and no weight in validation. (Labelling
+           those cut-offs taught the scorer before it that everyday requests go on: "what time is
+           it" 0.0000, "turn off the lights in the kitchen" 0.003.) The loss is the binary cross-entropy of
            P(<|im_end|>) there plus a little next-token loss, so the model stays a language model.
            The checkpoint with the best validation AUC on noisy text is exported as GGUF F16, for
            `voxpipe llm quantize`; report.json holds AUC (clean, noisy, commas), the scorer before
@@ -28,6 +38,7 @@ import math
 import os
 import random
 import re
+import struct
 import sys
 import time
 import zlib
@@ -68,24 +79,31 @@ def digits(m):
     return number_words(int(s))
 
 
+MARKS = (",", "|")
+
+
 def asr_form(text):
     """Written text -> recogniser text: lower case, words of [a-z'], digits spelled out, commas kept as ","
-    tokens (markers only). None when nothing is left or it is too long."""
+    tokens and sentence ends inside the text as "|" (markers only; "|" in the input is one too). None when
+    nothing is left or it is too long."""
     s = text.lower().replace("&", " and ").replace("%", " percent ").replace("+", " plus ").replace("@", " at ")
     s = s.replace("\u2019", "'")
     s = re.sub(r"\d+", lambda m: " " + digits(m) + " ", s)
-    s = re.sub(r"[,;:]", " , ", s)
-    s = re.sub(r"[^a-z', ]+", " ", s)
+    s = re.sub(r"(?<!\bmr)(?<!\bmrs)(?<!\bms)(?<!\bdr)(?<!\bst)(?<!\bvs)(?<!\bno)[.!?]+(?=\s+[a-z0-9'\"(])", " | ", s)  # a sentence ended and the turn went on
+    s = re.sub(r"[,;:]", " , ", s).replace("|", " | ")
+    s = re.sub(r"[^a-z',| ]+", " ", s)
     words = []
     for w in s.split():
         w = w.strip("'")
-        if w == "," and (not words or words[-1] == ","):
+        if w in MARKS and (not words or words[-1] in MARKS):
+            if w == "|" and words:
+                words[-1] = "|"  # "|" wins over a "," at the same boundary
             continue
         if w:
             words.append(w)
-    while words and words[-1] == ",":
+    while words and words[-1] in MARKS:
         words.pop()
-    n = sum(1 for w in words if w != ",")
+    n = sum(1 for w in words if w not in MARKS)
     if n == 0 or n > MAX_WORDS:
         return None
     return " ".join(words)
@@ -187,12 +205,209 @@ def grammar_utterances(rng, n):
         if r < 0.25:
             q = fill(rng.choice(INTROS)) + ", " + q
         elif r < 0.35:
-            q = q + ", and " + fill(rng.choice(QUESTIONS))
+            q = q + "|, and " + fill(rng.choice(QUESTIONS))  # "|": it could have ended there
         elif r < 0.42:
-            q = q + ", please"
+            q = q + "|, please"
         elif r < 0.47:
             q = fill(rng.choice(QUESTIONS)) + ". " + q  # two sentences in one turn
         yield "grammar", q
+
+
+# Everyday turns a voice assistant hears that the request grammar above lacks: short replies and
+# commands (a complete turn of one to three words), yes/no questions, statements about oneself, and
+# requests that end in a complement. Their cut-offs teach that "turn off the" or "what is the" goes on.
+SHORT_TURNS = [
+    "yes", "no", "yes please", "no thanks", "no thank you", "okay", "ok thanks", "sure", "maybe later", "not now",
+    "stop", "pause", "cancel", "never mind", "go on", "continue", "repeat that", "say that again", "louder",
+    "quieter", "next", "skip", "next song", "play", "resume", "thanks", "thank you", "thank you so much", "great",
+    "perfect", "awesome", "cool", "that's right", "that's wrong", "exactly", "correct", "hello", "hi there",
+    "hey", "good morning", "good night", "goodbye", "bye", "see you", "what", "why", "really", "how come",
+    "are you sure", "i don't know", "i don't think so", "of course", "help", "what time is it", "what's the date",
+    "call mom", "call dad", "play music", "lights off", "lights on", "volume up", "volume down", "mute",
+    "what's up", "how are you", "who are you", "what can you do", "tell me more", "that's all", "i'm done",
+    "what day is it", "what's the weather", "turn it off", "turn it up", "turn it down", "play something",
+    "play the news", "good afternoon", "good evening", "thanks a lot", "that's great", "no problem", "wait",
+    "hold on", "one moment", "go ahead", "i see", "interesting", "why not", "how", "when", "where", "who",
+    "what's that", "what is it", "is it", "can you", "will you", "please", "sorry", "excuse me", "i'm fine",
+    "not bad", "all good", "what time", "what about tomorrow", "and you", "me too", "oh no", "oh really",
+    "tell me a story", "sing a song", "set an alarm", "set a timer", "check the weather", "call my wife",
+    "call my husband", "answer the door", "lock the door", "open the door", "close the blinds",
+]
+DEVICES = ["the lights", "the kitchen lights", "the heating", "the fan", "the tv", "the radio", "the music",
+           "the alarm", "the oven", "the air conditioning", "the porch light", "the coffee machine"]
+TOPICS = ["the news", "the weather", "my schedule", "the football scores", "a story", "a poem", "a riddle",
+          "a fun fact", "the traffic", "my reminders", "the latest headlines"]
+EVERYDAY = [
+    "turn on {d}", "turn off {d}", "switch off {d}", "dim {d}", "is {d} on", "did i leave {d} on",
+    "read me {tp}", "tell me {tp}", "what's {tp} {t}", "play {g} music in the {r}", "pause the music",
+    "play the next song", "skip this song", "who sings this song", "what song is this", "set the volume to {n}",
+    "how old is {o}", "when is {o}'s birthday", "i'm hungry", "i'm tired", "i had a long day", "i feel sick",
+    "i can't sleep", "i'm bored", "i'm going to bed", "i just got home", "i'm back", "i lost my keys",
+    "what's the time in {p}", "what day is it", "what's the date today", "how many days until {h}",
+    "when is {h} this year", "how many ounces are in a cup", "how many feet are in a mile", "what's {n} squared",
+    "what's {n} divided by {m}", "what's {n} percent of {m}", "is {n} a prime number", "who is {fp}",
+    "where was {fp} born", "when did {fp} die", "what is {fp} famous for", "what's the tallest building in {p}",
+    "what's the population of {c}", "what's the currency of {c}", "what time does {s} open", "is {s} open {t}",
+    "how do i get to {s}", "how long will it take to drive to {p}", "find me a {s} nearby", "order a pizza",
+    "book a taxi to {p}", "book a table for {n} at {s}", "do i need an umbrella {t}", "what should i wear {t}",
+    "wake me up at {n}", "wake me up in {n} minutes", "cancel my alarm", "snooze", "start a timer",
+    "how much time is left on the timer", "stop the timer", "add {f} to the shopping list",
+    "what's on my shopping list", "remove {f} from the list", "did anyone call", "read my messages",
+    "reply that i'm on my way", "what's my next appointment", "move my meeting to {t}", "spell {w}",
+    "what rhymes with {w}", "what's another word for {w}", "what's the opposite of {w}", "define {w}",
+    "translate {w} into {lang}", "how do you say thank you in {lang}", "can you speak {lang}",
+    "how do i make {f}", "how long do i boil {f}", "what temperature should i bake {f} at", "is {f} healthy",
+    "are you listening", "can you hear me", "do you like music", "what's your favourite colour",
+    "do you have a name", "are you a robot", "tell me a joke", "tell me another one", "that was funny",
+    "that's not what i asked", "i meant {p}", "no i said {p}", "what about {p}", "and {t}", "how about {tp}",
+]
+HOLIDAYS = ["christmas", "easter", "halloween", "new year", "thanksgiving", "my birthday", "the weekend", "summer"]
+FAMOUS = ["albert einstein", "marie curie", "shakespeare", "mozart", "the queen", "leonardo da vinci",
+          "isaac newton", "cleopatra", "charles darwin", "ada lovelace", "nelson mandela", "frida kahlo"]
+SHOPS = ["the bakery", "the supermarket", "the post office", "the bank", "the library", "the pharmacy",
+         "a coffee shop", "the hardware store", "an italian restaurant", "the cinema", "the gym"]
+ROOMS = ["kitchen", "living room", "bedroom", "bathroom", "office", "garden"]
+LANGS = ["spanish", "french", "german", "italian", "japanese", "chinese", "portuguese"]
+FILLERS = ["um", "uh", "er", "hmm", "like", "you know", "i mean", "well"]
+
+
+def everyday_utterances(rng, n):
+    """Short turns, and everyday requests some of which carry a filler word where people hesitate (so
+    that a partial ending in "the um" reads cut off)."""
+    def fill(t):
+        return t.format(d=rng.choice(DEVICES), tp=rng.choice(TOPICS), t=rng.choice(TIMES).format(n=rng.randint(2, 12)),
+                        g=rng.choice(GENRES), r=rng.choice(ROOMS), n=rng.randint(2, 12), m=rng.randint(2, 99),
+                        o=rng.choice(PEOPLE), p=rng.choice(PLACES), h=rng.choice(HOLIDAYS), c=rng.choice(COUNTRIES),
+                        fp=rng.choice(FAMOUS), s=rng.choice(SHOPS), f=rng.choice(FOODS), w=rng.choice(WORDS),
+                        lang=rng.choice(LANGS))
+    for t in SHORT_TURNS:
+        yield "short", t
+    for _ in range(n):
+        q = fill(rng.choice(EVERYDAY))
+        # A complement is often left out ("what's the time", "turn the heating off"): both forms are complete.
+        if rng.random() < 0.3:
+            words = q.split()
+            if len(words) > 3 and words[-2] in ("in", "at", "for", "to", "on", "from", "with", "about", "near"):
+                q = " ".join(words[:-2])
+        words = q.split()
+        r = rng.random()
+        if r < 0.2 and len(words) > 2:
+            k = rng.randint(1, len(words) - 1)
+            q = " ".join(words[:k] + [rng.choice(FILLERS) + ","] + words[k:])
+        elif r < 0.3:
+            q = rng.choice(FILLERS) + ", " + q
+        elif r < 0.4:
+            q = rng.choice(SHORT_TURNS) + "|, " + q
+        yield "everyday", q
+
+
+FORTUNES = "/usr/share/games/fortunes"
+
+
+def fortune_utterances():
+    """Sentences of the fortune cookies (Debian's fortunes and fortunes-min): quotes, jokes, riddles and
+    dialogue lines, the broadest natural English on this machine, questions and commas included."""
+    if not os.path.isdir(FORTUNES):
+        sys.exit("eou.py: %s is missing: install Debian's fortunes and fortunes-min (make train-deps)" % FORTUNES)
+    for name in sorted(os.listdir(FORTUNES)):
+        if "." in name or name in ("art", "ascii-art", "translate-me"):
+            continue
+        path = os.path.join(FORTUNES, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for fortune in text.split("\n%\n"):
+            lines = [l.strip() for l in fortune.split("\n") if not re.match(r"\s*--", l)]
+            for s in re.split(r"(?<=[.!?])\s+", " ".join(lines)):
+                s = re.sub(r"^[QA]:\s*", "", s.strip()).strip("\"'`()[] ")
+                if re.match(r"[A-Za-z]", s) and s[-1:] in ".!?" and 2 <= len(s.split()) <= 25:
+                    yield "fortune", s
+
+
+def wordnet_nouns():
+    """Common nouns (tagged in SemCor at least once) by the lexicographer file of their most frequent sense:
+    {"animal": [...], "food": [...], ...}."""
+    files = {4: "act", 5: "animal", 6: "artifact", 8: "body", 13: "food", 15: "location", 18: "person",
+             19: "phenomenon", 20: "plant", 27: "substance"}
+    lexfile = {}
+    with open(os.path.join(WORDNET, "data.noun"), encoding="latin-1") as f:
+        for line in f:
+            if not line.startswith("  "):
+                field = line.split(" ", 2)
+                lexfile[field[0]] = int(field[1])
+    nouns = {v: [] for v in files.values()}
+    with open(os.path.join(WORDNET, "index.noun"), encoding="latin-1") as f:
+        for line in f:
+            if line.startswith("  "):
+                continue
+            field = line.split()
+            lemma, p = field[0], int(field[3])
+            tagged, first = int(field[5 + p]), field[6 + p]
+            name = files.get(lexfile.get(first))
+            if name and tagged >= 1 and re.fullmatch(r"[a-z]+(_[a-z]+)?", lemma):
+                nouns[name].append(lemma.replace("_", " "))
+    return nouns
+
+
+def plural(w):
+    if re.search(r"(s|x|z|ch|sh)$", w):
+        return w + "es"
+    if re.search(r"[^aeiou]y$", w):
+        return w[:-1] + "ies"
+    return w + "s"
+
+
+# Question and request shapes a voice assistant hears, over WordNet's open vocabulary, so that completeness is
+# learnt from the shape ("how many ... does a ... have") rather than from a few fixed phrases.
+SHAPES = [
+    "what do {As} eat", "where do {As} live", "how long do {As} live", "how big is a {a}", "how fast can a {a} run",
+    "can a {a} swim", "is a {a} dangerous", "are {As} smart", "why do {As} {iv}", "how many {Bs} does a {a} have",
+    "do {As} have {Bs}", "what sound does a {a} make", "what is a baby {a} called", "show me a picture of a {a}",
+    "what is a {r} used for", "how does a {r} work", "who invented the {r}", "when was the {r} invented",
+    "where can i buy a {r}", "how much does a {r} cost", "how do i fix a broken {r}", "do i need a {r}",
+    "which {r} should i buy", "is the {r} still on", "where did i put the {r}", "i need a new {r}",
+    "what does a {e} do", "how do i become a {e}", "how much does a {e} earn", "who was the first {e}",
+    "call the {e}", "is the {e} coming {t}", "i have to see the {e} {t}",
+    "where is {l}", "how far is {l} from here", "what is the weather in {l}", "what time is it in {l}",
+    "how do i get to {l}", "what is {l} famous for", "how many people live in {l}", "take me to {l}",
+    "how do i grow {p}", "when should i plant {p}", "how often should i water the {p}", "is {p} poisonous",
+    "is {f} good for you", "how long do i cook {f}", "how many calories are in {f}", "can dogs eat {f}",
+    "where does {f} come from", "i want {f} for dinner", "do we have any {f} left", "add {f} to the list",
+    "what is {s} made of", "is {s} dangerous", "what is {s} used for", "where does {s} come from",
+    "why does my {b} hurt", "what does the {b} do", "how do i stretch my {b}", "i hurt my {b}",
+    "what causes {h}", "will there be {h} {t}", "how does {h} happen", "is {h} dangerous",
+    "what is {c}", "tell me about {c}", "how do you do {c}", "i want to learn {c}",
+    "what's {n} plus {m}", "how much is {n} times {m}", "what is {m} minus {n}", "what's {m} divided by {n}",
+    "tell me a fact about {As}", "look up {x}", "search for {x}", "find {x} near me", "what is the history of {x}",
+    "why is {x} important", "what is the difference between {x} and {y}", "do you know anything about {x}",
+    "how do you spell {x}", "what is another word for {x}", "define {x}", "who makes the best {x}",
+]
+INTRANSITIVE = ["sleep so much", "purr", "bark", "sing", "hibernate", "migrate", "shed", "bite", "hide", "fly south",
+                "live in groups", "have stripes", "eat grass", "swim"]
+
+
+def question_utterances(rng, n):
+    nouns = wordnet_nouns()
+    pick = lambda k: rng.choice(nouns[k])
+    for _ in range(n):
+        a, b = pick("animal"), pick("body")
+        x, y = (pick(rng.choice(("artifact", "food", "plant", "substance", "animal", "act"))) for _ in range(2))
+        q = rng.choice(SHAPES).format(
+            a=a, As=plural(a), Bs=plural(b), b=b, r=pick("artifact"), e=pick("person"), l=pick("location"),
+            p=pick("plant"), f=pick("food"), s=pick("substance"), h=pick("phenomenon"), c=pick("act"), x=x, y=y,
+            iv=rng.choice(INTRANSITIVE), n=rng.randint(2, 100), m=rng.randint(2, 1000),
+            t=rng.choice(TIMES).format(n=rng.randint(2, 12)))
+        r = rng.random()
+        if r < 0.15:
+            q = rng.choice(INTROS).format(t=rng.choice(TIMES).format(n=3)) + ", " + q
+        elif r < 0.22:
+            q = q + "|, please"
+        elif r < 0.3:
+            words = q.split()
+            k = rng.randint(1, len(words) - 1)
+            q = " ".join(words[:k] + [rng.choice(FILLERS) + ","] + words[k:])
+        yield "question", q
 
 
 def smalltalk_utterances():
@@ -202,19 +417,55 @@ def smalltalk_utterances():
             yield "smalltalk", q
 
 
+TEMPLATED = ("grammar", "everyday", "question")
+COMPLEMENT = {"from", "to", "in", "at", "for", "on", "with", "about", "near", "by", "during", "after", "before",
+              "into", "this", "next", "tomorrow", "today", "tonight"}
+
+
+def drop_complement(text):
+    """text without its last phrase when that starts with a preposition or a time word and leaves at least
+    three words ("remind me to call my sister tomorrow" -> "remind me to call my sister"); else None."""
+    words = text.replace(",", " ,").split()
+    for i in range(len(words) - 1, 2, -1):
+        if words[i] in COMPLEMENT and words[i - 1] not in COMPLEMENT | {",", "the", "a", "to"}:
+            return " ".join(words[:i]).replace(" ,", ",")
+    return None
+
+
 def prepare(args):
     rng = random.Random(args.seed)
     seen = set()
     train, valid = [], []
     counts = {}
     sources = [corpus_utterances(args.data), wordnet_examples(), grammar_utterances(rng, args.grammar),
-               smalltalk_utterances()]
-    for gen in sources:
+               smalltalk_utterances(), everyday_utterances(rng, args.everyday),
+               question_utterances(rng, args.questions), fortune_utterances()]
+    held = set()
+    if args.exclude and os.path.exists(args.exclude):
+        with open(args.exclude, encoding="utf-8") as f:
+            rows = [line.rstrip("\n").partition("\t") for line in f if not line.startswith("#")]
+        # its complete utterances, and the longer partials (not "what is", which many utterances are)
+        held = {t for label, _, t in rows if label == "1" or len(t.split()) >= 3}
+    def with_short_forms(gen):
+        """A spoken request often leaves its trailing complement out ("how far is the moon [from here]"):
+        the templated sources also give the shorter form as a complete utterance, so that an ending which
+        could go on is not taught to be a cut-off just because the template always went on."""
+        for src, text in gen:
+            yield src, text
+            if src in TEMPLATED and rng.random() < 0.5:
+                short = drop_complement(text)
+                if short:
+                    yield src, short
+
+    for gen in map(with_short_forms, sources):
         for src, text in gen:
             form = asr_form(text)
             if form is None:
                 continue
-            key = form.replace(" ,", "")
+            key = form.replace(" ,", "").replace(" |", "")
+            if key in held:  # the evaluation set stays out of training
+                counts["excluded"] = counts.get("excluded", 0) + 1
+                continue
             if key in seen:
                 continue
             seen.add(key)
@@ -261,10 +512,10 @@ class Noise:
             return words
         out = []
         last = len(words) - 1
-        while last > 0 and words[last] == ",":
+        while last > 0 and words[last] in MARKS:
             last -= 1
         for i, w in enumerate(words):
-            if w == "," or rng.random() >= rate:
+            if w in MARKS or rng.random() >= rate:
                 out.append(w)
                 continue
             r = rng.random()
@@ -274,20 +525,35 @@ class Noise:
                 continue
             else:
                 out += [w, rng.choice(self.SHORT)]
-        return out if any(w != "," for w in out) else words
+        return out if any(w not in MARKS for w in out) else words
+
+
+# A boundary after which the words so far could be a whole turn on their own, though this utterance went
+# on: a sentence ended there ("|": "thanks | what's the weather", "set a timer | , please"), or the words so
+# far are a complete utterance of the data ("what time is it" before "in tokyo"). Labelling such a boundary a
+# cut-off taught the scorer that everyday complete requests go on ("turn off the lights in the kitchen" scored
+# 0.003, "what time is it" 0.0000); it gets the target AMBIGUOUS instead, and validation leaves it out.
+AMBIGUOUS = 0.5
+AMBIGUOUS_MIN_WORDS = 3  # shorter prefixes ("how", "what time", "can you") go on far more often than they end
+COMPLETE = set()  # tuples of the words of every complete utterance of the data (train() fills it)
 
 
 def labelled(words):
-    """(words without commas, weight of each boundary's cut-off label): boundaries before a comma weigh 2."""
-    plain, weight = [], []
+    """(words without markers, weight of each boundary, target of each boundary): the last boundary is complete
+    (1); an earlier one is a cut-off (0) that weighs 2 before a comma, or AMBIGUOUS (weight 1) where the words so
+    far could end a turn."""
+    plain, weight, target = [], [], []
     for w in words:
-        if w == ",":
-            if weight:
-                weight[-1] = 2.0
+        if w in MARKS:
+            if weight and target[-1] != AMBIGUOUS:
+                weight[-1], target[-1] = (2.0, 0.0) if w == "," else (1.0, AMBIGUOUS)
             continue
         plain.append(w)
         weight.append(1.0)
-    return plain, weight
+        target.append(AMBIGUOUS if len(plain) >= AMBIGUOUS_MIN_WORDS and tuple(plain) in COMPLETE else 0.0)
+    if target:
+        weight[-1], target[-1] = 1.0, 1.0
+    return plain, weight, target
 
 
 # ------------------------------------------------------------------------------------------ tokenizer
@@ -385,7 +651,7 @@ class Encoder:
         """Per-word encoding equals the whole text's (and, with tokenizers, the fallback BPE equals it)."""
         bad = fb = 0
         for _, words in rows:
-            words = [w for w in words if w != ","]
+            words = [w for w in words if w not in MARKS]
             whole = self.encode_text("<|im_start|>user\n" + " ".join(words))
             if whole != self.utterance(words)[0]:
                 bad += 1
@@ -398,17 +664,16 @@ class Encoder:
 # ------------------------------------------------------------------------------------------ training
 
 def make_batch(enc, items, torch, device):
-    """items: (words, cut weights). Right-padded ids, and per scored boundary: row, position, label, weight."""
+    """items: labelled(). Right-padded ids, and per scored boundary: row, position, target, weight."""
     seqs, rows, cols, labels, weights = [], [], [], [], []
-    for r, (words, w) in enumerate(items):
+    for r, (words, w, target) in enumerate(items):
         ids, ends = enc.utterance(words)
         seqs.append(ids)
         for j, e in enumerate(ends):
-            last = j == len(ends) - 1
             rows.append(r)
             cols.append(e)
-            labels.append(1.0 if last else 0.0)
-            weights.append(1.0 if last else w[j])
+            labels.append(target[j])
+            weights.append(w[j])
     T = max(len(s) for s in seqs)
     x = torch.zeros(len(seqs), T, dtype=torch.long)
     lm = torch.zeros(len(seqs), T, dtype=torch.bool)
@@ -445,12 +710,13 @@ def score_set(model, enc, items, torch, F, device, autocast, batch=512):
     with torch.no_grad():
         for i in range(0, len(items), batch):
             chunk = items[i:i + batch]
-            x, _, rows, cols, labels, weights = make_batch(enc, [(w, c) for _, w, c in chunk], torch, device)
+            x, _, rows, cols, labels, weights = make_batch(enc, [item[1:] for item in chunk], torch, device)
             with autocast():
                 logits = model(x)
             lp = logits[rows, cols].float().log_softmax(-1)[:, enc.end].exp()
             srcs = [chunk[r][0] for r in rows.tolist()]
-            out += list(zip(lp.tolist(), labels.tolist(), (weights > 1.5).tolist(), srcs))
+            out += [x for x in zip(lp.tolist(), labels.tolist(), (weights > 1.5).tolist(), srcs)
+                    if x[1] in (0.0, 1.0)]  # an AMBIGUOUS boundary is neither
     model.train()
     return out
 
@@ -522,7 +788,11 @@ def train(args):
     train_rows = load_tsv(os.path.join(args.data, "eou-train.tsv.gz"))
     valid_rows = load_tsv(os.path.join(args.data, "eou-valid.tsv.gz"))[:args.valid]
     report_check = enc.check(valid_rows[:2000], log)  # must be 0: the engine encodes the whole text
-    vocab = sorted({w for _, ws in train_rows for w in ws if w != ","})
+    vocab = sorted({w for _, ws in train_rows for w in ws if w not in MARKS})
+    global AMBIGUOUS, AMBIGUOUS_MIN_WORDS
+    AMBIGUOUS, AMBIGUOUS_MIN_WORDS = args.ambiguous, args.ambiguous_min_words
+    COMPLETE.update(tuple(w for w in ws if w not in MARKS) for _, ws in train_rows)
+    log("%d complete utterances mark their prefixes ambiguous (target %.2f)" % (len(COMPLETE), AMBIGUOUS))
     noise = Noise(vocab, rng)
     by_src = {}
     for src, ws in train_rows:
@@ -558,7 +828,7 @@ def train(args):
         """state as GGUF F16; the scorer never sees more than a partial, so a small context (KV cache)."""
         m = Llama(**{k: v for k, v in model.cfg.items() if k != "ctx"}, ctx=args.ctx)
         m.load_state_dict({k: v.detach().float().cpu() for k, v in state.items()})
-        return write_gguf(os.path.join(args.out, name), m, Vocab(reader.meta), "voxpipe-eou", "f16")
+        return write_gguf(os.path.join(args.out, name), m, Vocab(reader.meta), "voxpipe-eou", args.dtype)
 
     report = {"args": {k: v for k, v in vars(args).items()}, "torch": torch.__version__, "device": device,
               "tokenizer_mismatches": report_check, "tokenizers_package": enc.hf is not None}
@@ -604,7 +874,7 @@ def train(args):
             if res["noisy"]["auc"] > best[0]:
                 best = (res["noisy"]["auc"], {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
                 if args.keep_best:  # a run cut short (a timeout) still leaves its best model
-                    export(best[1], "voxpipe-eou-best-f16.gguf")
+                    export(best[1], "voxpipe-eou-best-%s.gguf" % args.dtype)
     if best[1] is None or (history and history[-1]["step"] != step):
         res = evaluate("final step %d" % step)
         if res["noisy"]["auc"] > best[0]:
@@ -614,13 +884,34 @@ def train(args):
     report["steps"] = step
     report["best_step"] = best[2]
     report["after"] = evaluate("best (step %d)" % best[2])
-    path = os.path.join(args.out, "voxpipe-eou-f16.gguf")
+    path = os.path.join(args.out, "voxpipe-eou-%s.gguf" % args.dtype)
     report["gguf_bytes"] = export(best[1], os.path.basename(path))
-    if args.keep_best and os.path.exists(os.path.join(args.out, "voxpipe-eou-best-f16.gguf")):
-        os.remove(os.path.join(args.out, "voxpipe-eou-best-f16.gguf"))
+    if args.keep_best and os.path.exists(os.path.join(args.out, "voxpipe-eou-best-%s.gguf" % args.dtype)):
+        os.remove(os.path.join(args.out, "voxpipe-eou-best-%s.gguf" % args.dtype))
     with open(os.path.join(args.out, "report.json"), "w") as f:
         json.dump(report, f, indent=1)
     log("exported %s (%d bytes)" % (path, report["gguf_bytes"]))
+
+
+def soup(args):
+    """Weight-space interpolation of a fine-tuned scorer with the one it was fine-tuned from (WiSE-FT, Wortsman
+    et al. 2022): (1 - alpha) * tuned + alpha * base for every tensor. Fine-tuning on the everyday data made the
+    scorer sure of assistant requests but less sure of read and recognised-with-errors sentences, which the base
+    scored well; the interpolation keeps most of both (models/README.md). Standard library only: the tuned file
+    (F16/F32 tensors) is copied and its tensors overwritten in place, so its metadata and layout are kept."""
+    from gguf_read import TYPE_F16, TYPE_F32, Reader
+    base, tuned = Reader(args.base), Reader(args.tuned)
+    out = bytearray(tuned.buf[:])
+    for name, (typ, shape, off) in tuned.tensors.items():
+        if typ not in (TYPE_F16, TYPE_F32):
+            raise SystemExit("eou.py soup: %s: the tuned file must be F16/F32 (got type %d)" % (name, typ))
+        if name not in base.tensors or base.tensors[name][1] != shape:
+            raise SystemExit("eou.py soup: %s: the base file has no tensor of shape %s" % (name, shape))
+        mixed = [(1 - args.alpha) * t + args.alpha * b for t, b in zip(tuned.floats(name), base.floats(name))]
+        struct.pack_into("<%d%s" % (len(mixed), "e" if typ == TYPE_F16 else "f"), out, off, *mixed)
+    with open(args.out, "wb") as f:
+        f.write(out)
+    print(json.dumps({"out": args.out, "alpha": args.alpha, "tensors": len(tuned.tensors)}))
 
 
 def main():
@@ -630,6 +921,10 @@ def main():
     p.add_argument("--data", default="build/train-data", help="prepare.py's output")
     p.add_argument("--out", default="build/eou-data")
     p.add_argument("--grammar", type=int, default=40000, help="utterances drawn from the request grammar")
+    p.add_argument("--everyday", type=int, default=30000, help="utterances drawn from the everyday turns")
+    p.add_argument("--questions", type=int, default=40000, help="utterances drawn from the question shapes")
+    p.add_argument("--exclude", default="cmd/voxpipe/testdata/eou-everyday.tsv",
+                   help="a labelled set (voxpipe bench eou) whose texts are kept out of training")
     p.add_argument("--valid-permille", type=int, default=20)
     p.add_argument("--seed", type=int, default=1234)
     t = sub.add_parser("train", help="fine-tune the scorer (PyTorch)")
@@ -643,17 +938,28 @@ def main():
     t.add_argument("--dropout", type=float, default=0.1)
     t.add_argument("--lm-weight", type=float, default=0.2)
     t.add_argument("--pos-weight", type=float, default=3.0, help="weight of a complete boundary against a cut")
-    t.add_argument("--weights", type=json.loads, default={"user": 0.25, "example": 0.25, "answer": 0.15,
-                                                          "grammar": 0.3, "smalltalk": 0.05},
+    t.add_argument("--weights", type=json.loads, default={"user": 0.08, "answer": 0.04, "example": 0.08,
+                                                          "grammar": 0.15, "everyday": 0.15, "short": 0.05,
+                                                          "question": 0.2, "fortune": 0.25},
                    help="JSON: share of each source in a batch")
     t.add_argument("--valid", type=int, default=4000, help="validation utterances scored")
     t.add_argument("--eval-every", type=int, default=500)
     t.add_argument("--ctx", type=int, default=128, help="context length written to the GGUF file")
     t.add_argument("--keep-best", action="store_true", help="also export each new best checkpoint as it is found")
+    t.add_argument("--ambiguous", type=float, default=AMBIGUOUS,
+                   help="target of a boundary where the words so far could end a turn but the utterance went on")
+    t.add_argument("--ambiguous-min-words", type=int, default=AMBIGUOUS_MIN_WORDS,
+                   help="a prefix that is a complete utterance of the data is ambiguous from this many words")
+    t.add_argument("--dtype", default="f16", choices=("f16", "q8_0"), help="the exported file's weights")
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--device", default="cuda")
+    m = sub.add_parser("soup", help="interpolate a fine-tuned scorer's weights with its base (standard library)")
+    m.add_argument("--base", required=True, help="the GGUF the tuned one was fine-tuned from")
+    m.add_argument("--tuned", required=True, help="the fine-tuned GGUF (F16)")
+    m.add_argument("--alpha", type=float, default=0.5, help="the base's share")
+    m.add_argument("--out", required=True)
     args = ap.parse_args()
-    prepare(args) if args.cmd == "prepare" else train(args)
+    {"prepare": prepare, "train": train, "soup": soup}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,6 @@ The tokenizer comes from the file's own vocabulary and merges, so prompts encode
 import mmap
 import struct
 
-import numpy as np
-import torch
-
-from train import SPECIALS, Llama
-
 GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 GGUF_STRING, GGUF_ARRAY = 8, 9
 TYPE_F32, TYPE_F16, TYPE_Q4_0, TYPE_Q8_0 = 0, 1, 2, 8
@@ -65,8 +60,30 @@ class Reader:
             raise ValueError("gguf value type %d is not supported" % typ)
         return self._unpack(GGUF_SCALAR[typ])
 
+    def floats(self, name):
+        """The named tensor as a flat list of Python floats, dequantized (standard library only; F32, F16 and
+        Q8_0), in the file's element order."""
+        typ, shape, off = self.tensors[name]
+        n = 1
+        for d in shape:
+            n *= d
+        if typ == TYPE_F32:
+            return list(struct.unpack_from("<%df" % n, self.buf, off))
+        if typ == TYPE_F16:
+            return list(struct.unpack_from("<%de" % n, self.buf, off))
+        if typ != TYPE_Q8_0:
+            raise ValueError("%s: tensor type %d is not supported" % (name, typ))
+        out = []
+        for b in range(n // 32):
+            at = off + b * 34
+            (d,) = struct.unpack_from("<e", self.buf, at)
+            out += [d * q for q in struct.unpack_from("<32b", self.buf, at + 2)]
+        return out
+
     def tensor(self, name):
         """The named tensor as float32, dequantized."""
+        import numpy as np
+        import torch
         typ, shape, off = self.tensors[name]
         if typ not in BLOCKS:
             raise ValueError("%s: tensor type %d is not supported" % (name, typ))
@@ -95,6 +112,7 @@ GGUF_NAMES = dict(attn_norm="attn_norm", wq="attn_q", wk="attn_k", wv="attn_v", 
 
 def load_llama(path, ctx=None):
     """train.py's Llama with the file's weights (float32), and the Reader."""
+    from train import Llama
     r = Reader(path)
     m = r.meta
     if m.get("general.architecture") != "llama":
@@ -117,6 +135,7 @@ def load_llama(path, ctx=None):
 def load_tokenizer(r):
     """A Hugging Face tokenizer equal to the one train.py trained, rebuilt from the file's vocabulary."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from train import SPECIALS
     tokens = r.meta["tokenizer.ggml.tokens"]
     merges = [tuple(m.split(" ", 1)) for m in r.meta["tokenizer.ggml.merges"]]
     tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
