@@ -30,7 +30,7 @@ func openModel(t *testing.T, name string) *Scorer {
 // a near-homophone the recogniser confuses with it, every score is a finite
 // negative log-probability, and scoring is deterministic.
 func TestLogProbs(t *testing.T) {
-	for _, model := range []string{"voxpipe-eou-q8_0.gguf", "voxpipe-demo-q8_0.gguf"} {
+	for _, model := range []string{"voxpipe-rescore-q8_0.gguf", "voxpipe-eou-q8_0.gguf", "voxpipe-demo-q8_0.gguf"} {
 		t.Run(model, func(t *testing.T) {
 			s := openModel(t, model)
 			texts := []string{
@@ -69,7 +69,7 @@ func TestLogProbs(t *testing.T) {
 }
 
 func TestLogProbsCancelled(t *testing.T) {
-	s := openModel(t, "voxpipe-eou-q8_0.gguf")
+	s := openModel(t, "voxpipe-rescore-q8_0.gguf")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
 	defer cancel()
 	<-ctx.Done()

@@ -144,11 +144,11 @@ func TestRescoreConfig(t *testing.T) {
 }
 
 // withRescore returns DefaultConfig with n-best rescoring by the shipped
-// end-of-utterance model at the settings docs/asr.md measured (the
+// rescoring model at the settings docs/asr.md measured (the
 // scorer is closed when the test ends).
 func withRescore(t *testing.T) Config {
 	t.Helper()
-	p := filepath.Join(testenv.RepoRoot(t), "models", "voxpipe-eou-q8_0.gguf")
+	p := filepath.Join(testenv.RepoRoot(t), "models", "voxpipe-rescore-q8_0.gguf")
 	if _, err := os.Stat(p); err != nil {
 		t.Skipf("%s absent", p)
 	}

@@ -392,7 +392,7 @@ func Default() Config {
 			Sphinx: Sphinx{FirstPassOnly: true, Bestpath: true, PoolSize: 8, PoolMaxIdle: 8, WarmUp: true, MaxHMMPerFrame: 4000, PhoneLookahead: 3, SilenceProb: 0.05,
 				CMNInit:   "45.85,-1.85,2.51,7.13,1.15,-1.18,-2.50,0.54,-1.82,-1.05,-4.48,-1.63,1.76",
 				CMNInit8k: "45.45,15.56,-13.21,22.93,-7.53,-2.51,4.17,-10.04,8.88,-5.54,-6.31,3.06,-5.87",
-				Rescore:   SphinxRescore{Model: "models/voxpipe-eou-q8_0.gguf", NBest: 5, Weight: 0.0025, WordBonus: -0.01, TimeoutMs: 100, Threads: 1}},
+				Rescore:   SphinxRescore{Model: "models/voxpipe-rescore-q8_0.gguf", NBest: 5, Weight: 0.0025, WordBonus: -0.01, TimeoutMs: 100, Threads: 1}},
 		},
 		LLM: LLM{
 			Backend: "engine",
