@@ -63,6 +63,9 @@ bench-go: deps ## Go micro-benchmarks, short, with allocations (BENCHTIME=200ms)
 
 # make bench: voxbench against a server started here on the default config,
 # then the Go micro-benchmarks; both go into docs/performance.md.
+# --same-questions: every session asks the 1-session level's questions in its
+# order, so "transcript worse than at 1 session" compares the same recording
+# after the same earlier turns (docs/performance.md, session 8).
 BENCH_ADDR     ?= 127.0.0.1:18790
 BENCH_SESSIONS ?= 1,2,4,8
 BENCH_TURNS    ?= 3
@@ -76,7 +79,7 @@ bench: deps build ## capacity: voxbench at 1,2,4,8 sessions + Go benchmarks → 
 		> $(BENCH_OUT)/server.log 2>&1 & pid=$$!; trap 'kill $$pid 2>/dev/null; wait $$pid' EXIT; \
 	for i in $$(seq 120); do curl -sf http://$(BENCH_ADDR)/healthz >/dev/null && break; sleep 1; done; \
 	$(BIN)/voxbench --url ws://$(BENCH_ADDR)/ws --sessions $(BENCH_SESSIONS) --turns $(BENCH_TURNS) \
-		--json --plot $(BENCH_OUT)/latency.svg > $(BENCH_OUT)/voxbench.json
+		--same-questions --json --plot $(BENCH_OUT)/latency.svg > $(BENCH_OUT)/voxbench.json
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(BENCH_PKGS) > $(BENCH_OUT)/gobench.txt
 	$(BIN)/voxbench doc --results $(BENCH_OUT)/voxbench.json --gobench $(BENCH_OUT)/gobench.txt \
 		--version $(VERSION) --out docs/performance.md
