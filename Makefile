@@ -111,7 +111,7 @@ lint: $(GOLANGCI_LINT) ## golangci-lint (errorlint, gosec, bodyclose, contextche
 
 # The demo models (models/README.md): corpus from Debian dictionaries, trained
 # with PyTorch where CUDA is (TRAIN_PY), then quantized by the engine's tool.
-TRAIN_DEBS  := wordnet-base dict-foldoc dict-jargon python3
+TRAIN_DEBS  := wordnet-base dict-foldoc dict-jargon fortunes fortunes-min python3
 TRAIN_PY    ?= python3
 
 train-deps: ## install the Debian packages the demo model's corpus comes from
@@ -163,15 +163,22 @@ train-bench-pair: train-deps build ## train the bench target and distil its draf
 	$(BIN)/voxpipe llm eval --model $(BENCH_DIR)/voxpipe-bench-q8_0.gguf --draft $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf --file build/train-data/valid.jsonl --limit 200
 	$(BIN)/voxpipe llm eval --model $(BENCH_DIR)/voxpipe-bench-q8_0.gguf --draft $(BENCH_DIR)/voxpipe-bench-draft-q8_0.gguf --file $(BENCH_DIR)/draft/heldout-target.jsonl
 
-# The end-of-utterance scorer (pipeline/turn, models/README.md): the demo draft fine-tuned on
-# recogniser-form utterances, complete vs cut off at every word (llm/train/eou.py, CUDA).
-EOU_FLAGS ?= --seconds 120 --steps 6000
+# The end-of-utterance scorer (pipeline/turn, models/README.md): recogniser-form utterances,
+# complete vs cut off at every word (llm/train/eou.py, CUDA). It is fine-tuned from the scorer before
+# it (EOU_BASE's file, from git history: the demo draft fine-tuned on older data), then averaged with
+# that base in weight space (EOU_SOUP of the base), which keeps the base's confidence on read and
+# misrecognised sentences. The base file stays the n-best rescoring model (models/voxpipe-rescore-q8_0.gguf).
+EOU_BASE  ?= 395b67e
+EOU_FLAGS ?= --steps 1472 --seconds 3600 --ambiguous 0.5 --ambiguous-min-words 3
+EOU_SOUP  ?= 0.5
 
 train-eou: train-deps build ## rebuild models/voxpipe-eou-q8_0.gguf (corpus here; training needs PyTorch+CUDA+tokenizers)
 	python3 llm/train/prepare.py --out build/train-data --seed 1234
 	python3 llm/train/eou.py prepare --data build/train-data --out build/eou-data --seed 1234
-	$(TRAIN_PY) llm/train/eou.py train --data build/eou-data --init models/voxpipe-demo-draft-q8_0.gguf --out build/eou --seed 1234 $(EOU_FLAGS)
-	$(BIN)/voxpipe llm quantize build/eou/voxpipe-eou-f16.gguf models/voxpipe-eou-q8_0.gguf --type q8_0
+	git show $(EOU_BASE):models/voxpipe-eou-q8_0.gguf > build/eou-base-q8_0.gguf
+	$(TRAIN_PY) llm/train/eou.py train --data build/eou-data --init build/eou-base-q8_0.gguf --out build/eou --seed 1234 $(EOU_FLAGS)
+	python3 llm/train/eou.py soup --base build/eou-base-q8_0.gguf --tuned build/eou/voxpipe-eou-f16.gguf --alpha $(EOU_SOUP) --out build/eou/voxpipe-eou-soup-f16.gguf
+	$(BIN)/voxpipe llm quantize build/eou/voxpipe-eou-soup-f16.gguf models/voxpipe-eou-q8_0.gguf --type q8_0
 
 clean: ## remove build outputs
 	rm -rf $(BIN)
