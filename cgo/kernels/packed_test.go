@@ -84,21 +84,12 @@ func TestPackedQ8_0Bounds(t *testing.T) {
 	w := make([]byte, PackedQ8_0Size(16, 64))
 	xq := make([]byte, 2*BlockQ8_0)
 	out := make([]float32, 16)
-	for name, f := range map[string]func(){
+	expectPanics(t, map[string]func(){
 		"unaligned r0": func() { MatMulPackedQ8_0(out, 16, w, 64, 3, 16, xq, 1) },
 		"short w":      func() { MatMulPackedQ8_0(out, 16, w[:100], 64, 0, 16, xq, 1) },
 		"short out":    func() { MatMulPackedQ8_0(out[:10], 16, w, 64, 0, 16, xq, 1) },
 		"short x":      func() { MatMulPackedQ8_0(out, 16, w, 64, 0, 16, xq[:10], 1) },
-	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			f()
-		}()
-	}
+	})
 }
 
 // BenchmarkPackedVsPlain compares the packed product with the plain Q8_0 kernels (MatVec for n = 1,
@@ -128,5 +119,20 @@ func BenchmarkPackedVsPlain(b *testing.B) {
 				loop(b, func() { MatMulPackedQ8_0(out, sh.rows, wp, sh.cols, 0, sh.rows, xq, n) }, flops, "GFLOP/s")
 			})
 		}
+	}
+}
+
+// expectPanics runs each case and reports those that return without panicking.
+func expectPanics(t *testing.T, cases map[string]func()) {
+	t.Helper()
+	for name, f := range cases {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
 	}
 }
