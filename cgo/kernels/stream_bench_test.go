@@ -64,26 +64,19 @@ func BenchmarkMatVecStream(b *testing.B) {
 						mv(out[r:r1], w, cols, r, r1, xq)
 					}
 				}
-			case "q8_0packed":
-				plain := randBlocks(rng, rows, cols, BlockQ8_0)
-				w := make([]byte, PackedQ8_0Size(rows, cols))
-				PackQ8_0(w, plain, rows, cols)
-				chunk := (streamChunk + PackRows - 1) / PackRows * PackRows
-				run = func() {
-					for r := 0; r < rows; r += chunk {
-						r1 := min(r+chunk, rows)
-						MatMulPackedQ8_0(out, 0, w, cols, r, r1, xq, 1)
-					}
+			case "q8_0packed", "q4_0packed":
+				bb, size, pack, mm := BlockQ8_0, PackedQ8_0Size, PackQ8_0, MatMulPackedQ8_0
+				if k.name == "q4_0packed" {
+					bb, size, pack, mm = BlockQ4_0, PackedQ4_0Size, PackQ4_0, MatMulPackedQ4_0
 				}
-			case "q4_0packed":
-				plain := randBlocks(rng, rows, cols, BlockQ4_0)
-				w := make([]byte, PackedQ4_0Size(rows, cols))
-				PackQ4_0(w, plain, rows, cols)
+				plain := randBlocks(rng, rows, cols, bb)
+				w := make([]byte, size(rows, cols))
+				pack(w, plain, rows, cols)
 				chunk := (streamChunk + PackRows - 1) / PackRows * PackRows
 				run = func() {
 					for r := 0; r < rows; r += chunk {
 						r1 := min(r+chunk, rows)
-						MatMulPackedQ4_0(out, 0, w, cols, r, r1, xq, 1)
+						mm(out, 0, w, cols, r, r1, xq, 1)
 					}
 				}
 			case "read":
