@@ -200,17 +200,7 @@ static inline __attribute__((always_inline)) void KN_FN(x4row)(const uint8_t *g,
 		acc10 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(a1, one), sl)), dx), dw1, acc10);
 		acc11 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(c1, one), sh)), dx), dw1, acc11);
 	}
-	const __m256 r0 = _mm256_add_ps(acc00, acc01), r1 = _mm256_add_ps(acc10, acc11);
-	if (valid == 16) {
-		_mm256_storeu_ps(out, r0);
-		_mm256_storeu_ps(out + 8, r1);
-		return;
-	}
-	float r[16];
-	_mm256_storeu_ps(r, r0);
-	_mm256_storeu_ps(r + 8, r1);
-	for (int i = 0; i < valid; i++)
-		out[i] = r[i];
+	KN_FN(store16)(out, _mm256_add_ps(acc00, acc01), _mm256_add_ps(acc10, acc11), valid);
 }
 
 // x4tile on AVX2: each 8-row half of the group in turn, with the VNNI tile's arithmetic per lane.

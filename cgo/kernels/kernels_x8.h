@@ -102,6 +102,20 @@ static inline __attribute__((always_inline)) __m256i KN_FN(x8dot)(const __m256i 
 	return _mm256_add_epi32(s, t);
 }
 
+// store16 writes the first valid (1..16) of a group's 16 row results, rows 0-7 in lo, 8-15 in hi.
+static inline __attribute__((always_inline)) void KN_FN(store16)(float *out, __m256 lo, __m256 hi, int valid) {
+	if (valid == 16) {
+		_mm256_storeu_ps(out, lo);
+		_mm256_storeu_ps(out + 8, hi);
+		return;
+	}
+	float r[16];
+	_mm256_storeu_ps(r, lo);
+	_mm256_storeu_ps(r + 8, hi);
+	for (int i = 0; i < valid; i++)
+		out[i] = r[i];
+}
+
 // x16row is x16tile for one activation row (decoding) on AVX2: both 8-row halves in one pass over
 // the group, so every cache line is read once and prefetching never pauses (taking the halves in
 // turn streamed the group from memory in the first and re-read it from cache, prefetching nothing,
@@ -144,16 +158,7 @@ static inline __attribute__((always_inline)) void KN_FN(x16row)(const uint8_t *g
 		acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, t0)), dx), dw0, acc0);
 		acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s1, t1)), dx), dw1, acc1);
 	}
-	if (valid == 16) {
-		_mm256_storeu_ps(out, acc0);
-		_mm256_storeu_ps(out + 8, acc1);
-		return;
-	}
-	float r[16];
-	_mm256_storeu_ps(r, acc0);
-	_mm256_storeu_ps(r + 8, acc1);
-	for (int i = 0; i < valid; i++)
-		out[i] = r[i];
+	KN_FN(store16)(out, acc0, acc1, valid);
 }
 
 // x16tile on AVX2: each 8-row half of the group in turn, with x16tile's arithmetic per lane.
