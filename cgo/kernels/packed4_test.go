@@ -77,14 +77,7 @@ func TestPackedQ4_0(t *testing.T) {
 				if ForceFeatures(tier) != nil {
 					continue
 				}
-				got := make([]float32, n*sh.rows)
-				for i := range got {
-					got[i] = float32(math.NaN())
-				}
-				// Two calls over row ranges starting at multiples of PackRows.
-				mid := min(PackRows, sh.rows)
-				MatMulPackedQ4_0(got, sh.rows, wp, sh.cols, 0, mid, xq, n)
-				MatMulPackedQ4_0(got, sh.rows, wp, sh.cols, mid, sh.rows, xq, n)
+				got := runPacked(t, fmt.Sprintf("%s %dx%d", tier, sh.rows, sh.cols), MatMulPackedQ4_0, wp, sh.rows, sh.cols, xq, n)
 				for j := 0; j < n; j++ {
 					for r := 0; r < sh.rows; r++ {
 						g := got[j*sh.rows+r]
@@ -113,16 +106,6 @@ func TestPackedQ4_0(t *testing.T) {
 					for i, v := range plainSIMD {
 						if math.Float32bits(v) != math.Float32bits(got[i]) {
 							t.Fatalf("%s %dx%d n=%d: out[%d][%d] = %v, plain-layout MatMulQ4_0 %v", tier, sh.rows, sh.cols, n, i/sh.rows, i%sh.rows, got[i], v)
-						}
-					}
-				}
-				// One activation row at a time gives the same bits as the batch.
-				one := make([]float32, sh.rows)
-				for j := 0; j < n; j++ {
-					MatMulPackedQ4_0(one, 0, wp, sh.cols, 0, sh.rows, xq[j*xrow:], 1)
-					for r, v := range one {
-						if math.Float32bits(v) != math.Float32bits(got[j*sh.rows+r]) {
-							t.Fatalf("%s %dx%d n=%d: row %d of activation %d: alone %v, batched %v", tier, sh.rows, sh.cols, n, r, j, v, got[j*sh.rows+r])
 						}
 					}
 				}

@@ -39,30 +39,13 @@ func TestPackedQ8_0(t *testing.T) {
 				if ForceFeatures(tier) != nil {
 					continue
 				}
-				got := make([]float32, n*sh.rows)
-				for i := range got {
-					got[i] = float32(math.NaN())
-				}
-				// Two calls over row ranges starting at multiples of PackRows.
-				mid := min(PackRows, sh.rows)
-				MatMulPackedQ8_0(got, sh.rows, wp, sh.cols, 0, mid, xq, n)
-				MatMulPackedQ8_0(got, sh.rows, wp, sh.cols, mid, sh.rows, xq, n)
+				got := runPacked(t, fmt.Sprintf("%s %dx%d", tier, sh.rows, sh.cols), MatMulPackedQ8_0, wp, sh.rows, sh.cols, xq, n)
 				for j := 0; j < n; j++ {
 					for r := 0; r < sh.rows; r++ {
 						tol := tolerance(sh.cols/QK, absDotQ(wd[r*sh.cols:(r+1)*sh.cols], xd[j*sh.cols:(j+1)*sh.cols]))
 						g, want := got[j*sh.rows+r], ref[j*sh.rows+r]
 						if math.IsNaN(float64(g)) || math.Abs(float64(g-want)) > tol {
 							t.Fatalf("%s %dx%d n=%d: out[%d][%d] = %v, plain Q8_0 %v (tol %g)", tier, sh.rows, sh.cols, n, j, r, g, want, tol)
-						}
-					}
-				}
-				// One activation row at a time gives the same bits as the batch.
-				one := make([]float32, sh.rows)
-				for j := 0; j < n; j++ {
-					MatMulPackedQ8_0(one, 0, wp, sh.cols, 0, sh.rows, xq[j*sh.cols/QK*BlockQ8_0:], 1)
-					for r, v := range one {
-						if math.Float32bits(v) != math.Float32bits(got[j*sh.rows+r]) {
-							t.Fatalf("%s %dx%d n=%d: row %d of activation %d: alone %v, batched %v", tier, sh.rows, sh.cols, n, r, j, v, got[j*sh.rows+r])
 						}
 					}
 				}
@@ -120,6 +103,33 @@ func BenchmarkPackedVsPlain(b *testing.B) {
 			})
 		}
 	}
+}
+
+// runPacked computes the n-row product mm (MatMulPackedQ8_0 or MatMulPackedQ4_0) of packed
+// weights wp on the current tier in two calls over row ranges starting at multiples of PackRows,
+// into NaNs so that a row left unwritten shows, checks that one activation row at a time gives the
+// same bits as the batch, and returns the batch's result.
+func runPacked(t *testing.T, label string, mm func([]float32, int, []byte, int, int, int, []byte, int),
+	wp []byte, rows, cols int, xq []byte, n int) []float32 {
+	t.Helper()
+	got := make([]float32, n*rows)
+	for i := range got {
+		got[i] = float32(math.NaN())
+	}
+	mid := min(PackRows, rows)
+	mm(got, rows, wp, cols, 0, mid, xq, n)
+	mm(got, rows, wp, cols, mid, rows, xq, n)
+	one := make([]float32, rows)
+	xrow := cols / QK * BlockQ8_0
+	for j := 0; j < n; j++ {
+		mm(one, 0, wp, cols, 0, rows, xq[j*xrow:], 1)
+		for r, v := range one {
+			if math.Float32bits(v) != math.Float32bits(got[j*rows+r]) {
+				t.Fatalf("%s n=%d: row %d of activation %d: alone %v, batched %v", label, n, r, j, v, got[j*rows+r])
+			}
+		}
+	}
+	return got
 }
 
 // expectPanics runs each case and reports those that return without panicking.
