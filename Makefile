@@ -37,8 +37,8 @@ deps: ## install the Debian packages the build needs (only the missing ones)
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $$missing; \
 	fi
 
-build: ## build bin/voxpipe, bin/voxclient and bin/voxbench
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/voxpipe ./cmd/voxclient ./cmd/voxbench
+build: ## build bin/voxpipe, bin/voxclient, bin/voxbench and bin/voxllm
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/voxpipe ./cmd/voxclient ./cmd/voxbench ./cmd/voxllm
 
 run: deps build ## serve on 127.0.0.1:8080 with configs/default.yaml (offline engines)
 	$(BIN)/voxpipe serve --config configs/default.yaml

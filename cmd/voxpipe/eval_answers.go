@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/voxpipe/voxpipe/internal/llmcli"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/knowledge"
 )
@@ -89,7 +90,7 @@ func answerHits(answer string, keywords []string) string {
 
 func evalAnswers(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("eval answers", flag.ContinueOnError)
-	var files stringList
+	var files llmcli.StringList
 	fs.Var(&files, "file", "question set, JSON lines (repeatable)")
 	mode := fs.String("knowledge", "both", "on, off or both (in-process only)")
 	url := fs.String("url", "", "ask this server's /v1/chat/completions instead of an in-process model")
@@ -98,7 +99,7 @@ func evalAnswers(ctx context.Context, args []string, out io.Writer) error {
 	fs.Var(&sets, "set", "override one config key (repeatable)")
 	system := fs.Bool("system-prompt", false, "send pipeline.system_prompt first, as the voice pipeline does")
 	maxTokens := fs.Int("max-tokens", 96, "answer length limit")
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := llmcli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if len(files) == 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/internal/llmcli"
 
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine"
@@ -55,7 +56,7 @@ func runKnowledge(ctx context.Context, args []string) error {
 type knowledgeFlags struct {
 	config  string
 	sets    setFlags
-	sources stringList
+	sources llmcli.StringList
 }
 
 func (f *knowledgeFlags) register(fs *flag.FlagSet) {
@@ -85,7 +86,7 @@ func knowledgeIndex(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("knowledge index", flag.ContinueOnError)
 	var kf knowledgeFlags
 	kf.register(fs)
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := llmcli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := kf.load()
@@ -120,7 +121,7 @@ func knowledgeQuery(ctx context.Context, args []string, in io.Reader, out io.Wri
 	augment := fs.Bool("augment", false, "add the augmented user message (the template, trimmed with the model's tokenizer)")
 	model := fs.String("model", "", "GGUF whose tokenizer counts tokens (default llm.engine.model)")
 	repeat := fs.Int("repeat", 1, "look the questions up this many times (timing)")
-	rest, err := parseFlags(fs, args)
+	rest, err := llmcli.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}

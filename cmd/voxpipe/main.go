@@ -16,6 +16,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/voxpipe/voxpipe/internal/llmcli"
 )
 
 // version is set at build time: -ldflags "-X main.version=...".
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string) error {
 	case "knowledge":
 		return runKnowledge(ctx, args[1:])
 	case "llm":
-		return runLLM(ctx, args[1:])
+		return llmcli.Run(ctx, args[1:], os.Stdin, os.Stdout)
 	case "bench":
 		if len(args) > 1 && strings.HasPrefix(args[1], "asr") {
 			return runBenchASRCommand(ctx, args[1:])

@@ -1,4 +1,8 @@
-package main
+// Package llmcli is the `llm` command line of voxpipe (run, bench, quantize, eval, synth) over the
+// in-process engine. It imports the engine and no part of the voice stack, so cmd/voxllm serves
+// the same commands from a binary without voxpipe's audio libraries (a static build runs on a
+// bare machine: `go build -ldflags=-extldflags=-static ./cmd/voxllm`).
+package llmcli
 
 import (
 	"bufio"
@@ -23,7 +27,7 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine/synth"
 )
 
-const llmUsage = `usage: voxpipe llm <command> [flags]
+const llmUsage = `usage: voxpipe llm <command> [flags]   (or voxllm <command> [flags])
 
 commands:
   run       --model M [--prompt P | --chat] [--max-tokens N] [--temp T] [--threads N] [--draft D | --lookup]
@@ -35,40 +39,41 @@ commands:
   eval      --model M --file F [--draft D] [--limit N] [--json]   perplexity (and draft agreement) on held-out text
   synth     --shape smollm2-135m|qwen2.5-0.5b|llama-1b --type f32|q8_0|q4_0 [--seed S] OUT`
 
-// errUsage marks a command-line mistake; the message is the usage text.
-var errUsage = errors.New("usage error")
+// ErrUsage marks a command-line mistake; the message is the usage text.
+var ErrUsage = errors.New("usage error")
 
-// runLLM dispatches `voxpipe llm <command>`.
-func runLLM(ctx context.Context, args []string) error {
+// Run dispatches `voxpipe llm <command>` (args start with the command), reading chat input from in
+// and writing results to out. A command-line mistake returns an error that wraps ErrUsage.
+func Run(ctx context.Context, args []string, in io.Reader, out io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w\n%s", errUsage, llmUsage)
+		return fmt.Errorf("%w\n%s", ErrUsage, llmUsage)
 	}
 	switch args[0] {
 	case "run":
-		return llmRun(ctx, args[1:], os.Stdin, os.Stdout)
+		return llmRun(ctx, args[1:], in, out)
 	case "bench":
-		return llmBench(ctx, args[1:], os.Stdout)
+		return llmBench(ctx, args[1:], out)
 	case "quantize":
 		return llmQuantize(args[1:])
 	case "synth":
 		return llmSynth(args[1:])
 	case "eval":
-		return llmEval(ctx, args[1:], os.Stdout)
+		return llmEval(ctx, args[1:], out)
 	case "help", "-h", "--help":
-		fmt.Println(llmUsage)
-		return nil
+		_, err := fmt.Fprintln(out, llmUsage)
+		return err
 	}
-	return fmt.Errorf("%w: unknown llm command %q\n%s", errUsage, args[0], llmUsage)
+	return fmt.Errorf("%w: unknown llm command %q\n%s", ErrUsage, args[0], llmUsage)
 }
 
-// parseFlags parses flags that may come before or after positional
+// ParseFlags parses flags that may come before or after positional
 // arguments and returns the positionals.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+func ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, fmt.Errorf("%w: llm %s: %w\n%s", errUsage, fs.Name(), err, llmUsage)
+			return nil, fmt.Errorf("%w: llm %s: %w\n%s", ErrUsage, fs.Name(), err, llmUsage)
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -92,7 +97,7 @@ func (f *specFlags) register(fs *flag.FlagSet) {
 
 func (f *specFlags) apply(cfg *engine.Config) error {
 	if f.draft != "" && f.lookup {
-		return fmt.Errorf("%w: --draft and --lookup exclude each other\n%s", errUsage, llmUsage)
+		return fmt.Errorf("%w: --draft and --lookup exclude each other\n%s", ErrUsage, llmUsage)
 	}
 	cfg.DraftPath = f.draft
 	cfg.PromptLookup = f.lookup
@@ -116,7 +121,7 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 
 func (f *engineFlags) config() (engine.Config, error) {
 	if f.model == "" {
-		return engine.Config{}, fmt.Errorf("%w: --model is required\n%s", errUsage, llmUsage)
+		return engine.Config{}, fmt.Errorf("%w: --model is required\n%s", ErrUsage, llmUsage)
 	}
 	cfg := engine.DefaultConfig()
 	cfg.ModelPath = f.model
@@ -142,15 +147,15 @@ func llmRun(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 	topK := fs.Int("top-k", 40, "top-k (0 = off)")
 	topP := fs.Float64("top-p", 0.95, "top-p (0 = off)")
 	seed := fs.Uint64("seed", 0, "sampling seed (0 = random)")
-	pos, err := parseFlags(fs, args)
+	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("%w: llm run: unexpected argument %q\n%s", errUsage, pos[0], llmUsage)
+		return fmt.Errorf("%w: llm run: unexpected argument %q\n%s", ErrUsage, pos[0], llmUsage)
 	}
 	if *prompt == "" && !*chatMode {
-		return fmt.Errorf("%w: llm run needs --prompt or --chat\n%s", errUsage, llmUsage)
+		return fmt.Errorf("%w: llm run needs --prompt or --chat\n%s", ErrUsage, llmUsage)
 	}
 	cfg, err := ef.config()
 	if err != nil {
@@ -274,11 +279,11 @@ type specReport struct {
 	Rounds          int     `json:"rounds"`
 }
 
-// stringList is a repeatable string flag.
-type stringList []string
+// StringList is a repeatable string flag.
+type StringList []string
 
-func (l *stringList) String() string     { return strings.Join(*l, " | ") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+func (l *StringList) String() string     { return strings.Join(*l, " | ") }
+func (l *StringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // benchSystemPrompt is the demo models' training system prompt (configs/default.yaml).
 const benchSystemPrompt = "You are voxpipe, a friendly voice assistant. Answer in one or two short spoken sentences."
@@ -308,7 +313,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	var sf specFlags
 	sf.register(fs)
-	var questions stringList
+	var questions StringList
 	fs.Var(&questions, "question", "a user question for the speculative bench (repeatable; default: built-in set)")
 	specTokens := fs.Int("spec-tokens", 128, "maximum answer tokens per question in the speculative bench")
 	specRepeat := fs.Int("spec-repeat", 5, "times the speculative bench answers the question set in each mode (a steadier ratio on a noisy machine)")
@@ -317,12 +322,12 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	concurrency := fs.String("concurrency", "", "continuous batching: comma-separated sequence counts decoded at once, e.g. 1,2,4,8,16")
 	noRepack := fs.Bool("no-repack", false, "keep Q8_0 and Q4_0 weights in the file layout (row kernels), to compare")
 	kvF32 := fs.Bool("kv-f32", false, "keep the KV cache in float32 (quantized models default to fp16), to compare")
-	pos, err := parseFlags(fs, args)
+	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("%w: llm bench: unexpected argument %q\n%s", errUsage, pos[0], llmUsage)
+		return fmt.Errorf("%w: llm bench: unexpected argument %q\n%s", ErrUsage, pos[0], llmUsage)
 	}
 	cfg, err := ef.config()
 	if err != nil {
@@ -334,10 +339,10 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	cfg.NoRepack = *noRepack
 	cfg.KVF32 = *kvF32
 	if *specRepeat < 1 {
-		return fmt.Errorf("%w: llm bench: --spec-repeat wants 1 or more, got %d\n%s", errUsage, *specRepeat, llmUsage)
+		return fmt.Errorf("%w: llm bench: --spec-repeat wants 1 or more, got %d\n%s", ErrUsage, *specRepeat, llmUsage)
 	}
 	if *specK < 0 || *specK > 8 {
-		return fmt.Errorf("%w: llm bench: --spec-k wants 0 to 8, got %d\n%s", errUsage, *specK, llmUsage)
+		return fmt.Errorf("%w: llm bench: --spec-k wants 0 to 8, got %d\n%s", ErrUsage, *specK, llmUsage)
 	}
 	cfg.SpecK = *specK
 	var counts []int
@@ -345,7 +350,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		for _, f := range strings.Split(*concurrency, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(f))
 			if err != nil || n < 1 || n > 64 {
-				return fmt.Errorf("%w: llm bench: --concurrency wants counts from 1 to 64, got %q\n%s", errUsage, f, llmUsage)
+				return fmt.Errorf("%w: llm bench: --concurrency wants counts from 1 to 64, got %q\n%s", ErrUsage, f, llmUsage)
 			}
 			counts = append(counts, n)
 			cfg.Sequences = max(cfg.Sequences, n)
@@ -508,18 +513,18 @@ func parseType(s string, allowed ...gguf.Type) (gguf.Type, error) {
 	for i, t := range allowed {
 		names[i] = strings.ToLower(t.String())
 	}
-	return 0, fmt.Errorf("%w: --type %q (want %s)\n%s", errUsage, s, strings.Join(names, "|"), llmUsage)
+	return 0, fmt.Errorf("%w: --type %q (want %s)\n%s", ErrUsage, s, strings.Join(names, "|"), llmUsage)
 }
 
 func llmQuantize(args []string) error {
 	fs := flag.NewFlagSet("quantize", flag.ContinueOnError)
 	typName := fs.String("type", "q8_0", "q8_0|q4_0|f16|f32")
-	pos, err := parseFlags(fs, args)
+	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 2 {
-		return fmt.Errorf("%w: llm quantize needs IN and OUT\n%s", errUsage, llmUsage)
+		return fmt.Errorf("%w: llm quantize needs IN and OUT\n%s", ErrUsage, llmUsage)
 	}
 	typ, err := parseType(*typName, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeF16, gguf.TypeF32)
 	if err != nil {
@@ -533,12 +538,12 @@ func llmSynth(args []string) error {
 	shape := fs.String("shape", "", "smollm2-135m|qwen2.5-0.5b|llama-1b")
 	typName := fs.String("type", "q8_0", "f32|q8_0|q4_0")
 	seed := fs.Int64("seed", 1, "random seed")
-	pos, err := parseFlags(fs, args)
+	pos, err := ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 || *shape == "" {
-		return fmt.Errorf("%w: llm synth needs --shape and OUT\n%s", errUsage, llmUsage)
+		return fmt.Errorf("%w: llm synth needs --shape and OUT\n%s", ErrUsage, llmUsage)
 	}
 	typ, err := parseType(*typName, gguf.TypeF32, gguf.TypeQ8_0, gguf.TypeQ4_0)
 	if err != nil {

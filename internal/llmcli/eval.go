@@ -1,4 +1,4 @@
-package main
+package llmcli
 
 import (
 	"bufio"
@@ -42,11 +42,11 @@ func llmEval(ctx context.Context, args []string, out io.Writer) error {
 	draftPath := fs.String("draft", "", "a draft model (same vocabulary) to measure greedy agreement with")
 	limit := fs.Int("limit", 0, "score at most this many documents (0 = all)")
 	asJSON := fs.Bool("json", false, "print one JSON object")
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *file == "" {
-		return fmt.Errorf("%w: llm eval: --file is required\n%s", errUsage, llmUsage)
+		return fmt.Errorf("%w: llm eval: --file is required\n%s", ErrUsage, llmUsage)
 	}
 	cfg, err := ef.config()
 	if err != nil {
