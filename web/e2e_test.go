@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -328,7 +329,10 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // checkTraceOrder asserts the marks a completed turn must have, in the
-// causal order of pipeline.MarkOrder.
+// causal order of pipeline.MarkOrder. A speculative answer started on the
+// pause, before the final transcript: its LLM and TTS marks follow
+// speech_end but may precede asr_final, and its audio, held until the
+// commit, follows both.
 func checkTraceOrder(t *testing.T, trace pipeline.Event) {
 	t.Helper()
 	for _, m := range []string{
@@ -340,8 +344,30 @@ func checkTraceOrder(t *testing.T, trace pipeline.Event) {
 			t.Errorf("trace lacks %s: %v", m, trace.Marks)
 		}
 	}
+	if !trace.Speculative {
+		checkMarksInOrder(t, trace, pipeline.MarkOrder)
+	} else {
+		answer := []string{pipeline.MarkLLMRequest, pipeline.MarkLLMFirstToken, pipeline.MarkTTSFirstChunk, pipeline.MarkTTSFirstAudio}
+		var rest []string
+		for _, m := range pipeline.MarkOrder {
+			if !slices.Contains(answer, m) {
+				rest = append(rest, m)
+			}
+		}
+		checkMarksInOrder(t, trace, rest)
+		checkMarksInOrder(t, trace, append(append([]string{pipeline.MarkSpeechEnd}, answer...), pipeline.MarkFirstAudioOut))
+	}
+	if ps, ok := trace.Marks[pipeline.MarkPlaybackStart]; ok && ps < trace.Marks[pipeline.MarkFirstAudioOut] {
+		t.Errorf("playback_start %.1f ms before first_audio_out %.1f ms", ps, trace.Marks[pipeline.MarkFirstAudioOut])
+	}
+}
+
+// checkMarksInOrder asserts that trace's marks among order, where present,
+// come in that order (asr_first_partial and playback_start excepted).
+func checkMarksInOrder(t *testing.T, trace pipeline.Event, order []string) {
+	t.Helper()
 	prev, prevName := -1e18, ""
-	for _, m := range pipeline.MarkOrder {
+	for _, m := range order {
 		ms, ok := trace.Marks[m]
 		if !ok || m == pipeline.MarkASRFirstPartial || m == pipeline.MarkPlaybackStart {
 			continue // a partial may come before speech_end; playback_start is the client's clock
@@ -350,9 +376,6 @@ func checkTraceOrder(t *testing.T, trace pipeline.Event) {
 			t.Errorf("trace out of order: %s at %.1f ms before %s at %.1f ms", m, ms, prevName, prev)
 		}
 		prev, prevName = ms, m
-	}
-	if ps, ok := trace.Marks[pipeline.MarkPlaybackStart]; ok && ps < trace.Marks[pipeline.MarkFirstAudioOut] {
-		t.Errorf("playback_start %.1f ms before first_audio_out %.1f ms", ps, trace.Marks[pipeline.MarkFirstAudioOut])
 	}
 }
 

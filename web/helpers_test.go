@@ -18,6 +18,7 @@ import (
 	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline"
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 	"github.com/voxpipe/voxpipe/tts"
 	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
 )
@@ -27,6 +28,10 @@ import (
 // tested in its own package; here the answer must be known in advance.
 type scriptedModel struct {
 	answers []string
+	// perTurn: the i-th answer goes to the request with i+1 user messages
+	// (the i-th turn of the conversation), not to the i-th request. A
+	// speculative answer that is discarded then shifts nothing.
+	perTurn bool
 
 	mu       sync.Mutex // guards requests
 	requests []llm.Request
@@ -34,7 +39,16 @@ type scriptedModel struct {
 
 func (m *scriptedModel) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
 	m.mu.Lock()
-	i := min(len(m.requests), len(m.answers)-1)
+	i := len(m.requests)
+	if m.perTurn {
+		i = -1
+		for _, msg := range req.Messages {
+			if msg.Role == llm.RoleUser {
+				i++
+			}
+		}
+	}
+	i = max(0, min(i, len(m.answers)-1))
 	m.requests = append(m.requests, req)
 	m.mu.Unlock()
 	words := strings.SplitAfter(m.answers[i], " ")
@@ -91,11 +105,17 @@ type testServer struct {
 // LLM; edit adjusts the config. Cleanup shuts it down.
 func newTestServer(t *testing.T, answers []string, edit func(*Config)) *testServer {
 	t.Helper()
+	return newTestServerWith(t, &scriptedModel{answers: answers}, nil, edit)
+}
+
+// newTestServerWith is newTestServer with the scripted model given and, when
+// eou is not nil, an end-of-utterance scorer for the semantic turn mode.
+func newTestServerWith(t *testing.T, model *scriptedModel, eou endturn.Scorer, edit func(*Config)) *testServer {
+	t.Helper()
 	asrEngine, ttsEngine := engines(t)
-	if len(answers) == 0 {
-		answers = []string{"It is sunny today."}
+	if len(model.answers) == 0 {
+		model.answers = []string{"It is sunny today."}
 	}
-	model := &scriptedModel{answers: answers}
 	cfg := Config{
 		MaxSessions:   4,
 		MaxFrameBytes: 4096,
@@ -106,7 +126,7 @@ func newTestServer(t *testing.T, answers []string, edit func(*Config)) *testServ
 	if edit != nil {
 		edit(&cfg)
 	}
-	srv, err := New(cfg, pipeline.Backends{ASR: asrEngine, LLM: model, TTS: ttsEngine}, testLogger(t))
+	srv, err := New(cfg, pipeline.Backends{ASR: asrEngine, LLM: model, TTS: ttsEngine, EOU: eou}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
