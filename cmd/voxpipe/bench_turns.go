@@ -61,6 +61,7 @@ type benchItem struct {
 
 	pcm       []int16 // 16 kHz, lead silence included, no tail
 	speechEnd int     // index after the last audible sample
+	roomRMS   float64 // the room's noise after pcm (0: quiet, about -70 dBFS)
 }
 
 type itemRun struct {
@@ -413,6 +414,10 @@ func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Dur
 	tail := maxWait + 1500*time.Millisecond
 	total := len(it.pcm) + int(tail.Seconds()*benchRate)
 	noise := rand.New(rand.NewPCG(uint64(len(it.pcm)), 7))
+	room := it.roomRMS
+	if room == 0 {
+		room = quietRoomRMS
+	}
 	buf := make([]byte, 2*frame)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -424,7 +429,7 @@ func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Dur
 			if n < len(it.pcm) {
 				v = it.pcm[n]
 			} else {
-				v = int16(noise.NormFloat64() * 10) // the room after speech: about -70 dBFS
+				v = int16(noise.NormFloat64() * room) // the room after speech
 			}
 			binary.LittleEndian.PutUint16(buf[2*i:], uint16(v))
 		}
@@ -587,10 +592,17 @@ func speak(ctx context.Context, s tts.Synthesizer, text string) ([]int16, error)
 	return pcm[start:end], nil
 }
 
-func silence(ms int, rng *rand.Rand) []int16 {
+// quietRoomRMS is the noise of a quiet room around synthesized speech:
+// about -70 dBFS.
+const quietRoomRMS = 10
+
+func silence(ms int, rng *rand.Rand) []int16 { return roomNoise(ms, quietRoomRMS, rng) }
+
+// roomNoise is ms of Gaussian noise at rms.
+func roomNoise(ms int, rms float64, rng *rand.Rand) []int16 {
 	out := make([]int16, ms*benchRate/1000)
 	for i := range out {
-		out[i] = int16(rng.NormFloat64() * 10)
+		out[i] = int16(rng.NormFloat64() * rms)
 	}
 	return out
 }
@@ -709,7 +721,8 @@ func realRecordings(rng *rand.Rand) ([]benchItem, error) {
 
 // recordingItem reads a .raw (16 kHz PCM16) or .wav recording as one real
 // turn: resampled to 16 kHz, cut after its last audible sample, 300 ms of
-// noise in front. nil when it holds nothing audible.
+// noise in front; its speech ends where its last word does
+// (audio.RecordingSpeechEnd). nil when it holds nothing audible.
 func recordingItem(p string, rng *rand.Rand) (*benchItem, error) {
 	var pcm []int16
 	if strings.HasSuffix(p, ".raw") {
@@ -744,7 +757,17 @@ func recordingItem(p string, rng *rand.Rand) (*benchItem, error) {
 	if end <= 0 {
 		return nil, nil
 	}
-	pcm = append(silence(300, rng), pcm[:end]...)
+	// Room noise after the last word is not speech: counting it made turns
+	// that ended on the last word read as committed "before the speech
+	// ended", with a heard latency of a few ms.
+	speech, quiet := audio.RecordingSpeechEnd(pcm, benchRate)
+	speech = min(speech, end)
+	// The recording's room goes on around it at its quietest level: padding
+	// far below it made its room noise stand out as speech to the server's
+	// VAD, which then heard the speech end with the recording.
+	room := max(quietRoomRMS, 32768*math.Pow(10, quiet/20))
+	lead := roomNoise(300, room, rng)
+	pcm = append(lead, pcm[:end]...)
 	name := "real-" + strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
-	return &benchItem{Name: name, Kind: "real", pcm: pcm, speechEnd: len(pcm)}, nil
+	return &benchItem{Name: name, Kind: "real", pcm: pcm, speechEnd: len(lead) + speech, roomRMS: room}, nil
 }
