@@ -13,21 +13,42 @@ import (
 type Meter struct {
 	inRate, outRate int
 
-	// ends holds, for every stretch of audible audio sent, when its last
-	// audible sample was captured (a stretch ends at a frame with nothing
-	// audible); last is the latest audible sample, inRun whether the
-	// stretch it ends is still going on.
-	ends  []time.Time
-	last  time.Time
-	inRun bool
+	// sent is the microphone audio of the last sentFrames frames, by level:
+	// the end of speech is decided when it is asked for, against the noise
+	// floor of all of it (audio.SpeechDBFS), because a recording's room noise
+	// is often audible and counting it as speech under-stated heard latency
+	// by up to speechEndSlack.
+	sent    [sentFrames]sentFrame
+	nSent   int // frames recorded (sent[nSent%sentFrames] is written next)
+	scratch [sentFrames]float64
 
 	cur   int // turn of the answer audio arriving now
 	turns map[int]*turnTiming
 }
 
+// sentFrames of microphone audio are kept: 10 s of 20 ms frames, the
+// longest a final transcript may lag the speech (partialGrace).
+const sentFrames = 512
+
+// windowsPerFrame bounds the audibility windows kept of a frame (5 ms
+// windows: a 160 ms frame); a longer frame's later windows are judged as
+// its last.
+const windowsPerFrame = 32
+
+// sentFrame is one microphone frame: when its last sample was captured,
+// its length, its level and the levels of its audibility windows.
+type sentFrame struct {
+	at      time.Time
+	samples int
+	level   float64
+	windows [windowsPerFrame]float32
+	nWin    int
+	winLen  int
+}
+
 // turnTiming is what Meter knows of one turn.
 type turnTiming struct {
-	speechEnd  time.Time // last audible sample sent before the final transcript
+	speechEnd  time.Time // last speech sample sent before the final transcript
 	firstAudio time.Time // first answer frame received
 	heard      time.Time // when its first audible sample plays
 	samples    int       // answer samples received
@@ -52,33 +73,43 @@ func (m *Meter) turn(id int) *turnTiming {
 // Sent records a microphone frame sent at at; its last sample was captured
 // just before.
 func (m *Meter) Sent(pcm []int16, at time.Time) {
-	end := audio.AudibleEnd(pcm, m.inRate)
-	if end == 0 {
-		if m.inRun {
-			m.ends = append(m.ends, m.last)
-			m.inRun = false
-		}
-		return
+	f := &m.sent[m.nSent%sentFrames]
+	m.nSent++
+	f.at, f.samples, f.level = at, len(pcm), audio.LevelDBFS(pcm)
+	f.winLen = audio.AudibleWindow(m.inRate)
+	if n := (len(pcm) + f.winLen - 1) / f.winLen; n > windowsPerFrame {
+		f.winLen = (len(pcm) + windowsPerFrame - 1) / windowsPerFrame
 	}
-	m.last, m.inRun = at.Add(-samplesDur(len(pcm)-end, m.inRate)), true
+	f.nWin = 0
+	for start := 0; start < len(pcm); start += f.winLen {
+		f.windows[f.nWin] = float32(audio.LevelDBFS(pcm[start:min(start+f.winLen, len(pcm))]))
+		f.nWin++
+	}
 }
 
-// EndOfSpeech says that turn's speech had ended by at: the last audible
+// EndOfSpeech says that turn's speech had ended by at: the last speech
 // sample sent before at ends it. Call it when the turn's final transcript
 // arrives, and again, more precisely, with the server's speech_end on the
 // client's clock once the trace tells it (the final's arrival minus its
 // asr_final mark): a slow recogniser's final may come after the next
 // question began.
 func (m *Meter) EndOfSpeech(turn int, at time.Time) {
-	t := m.turn(turn)
-	if m.inRun && !m.last.After(at) {
-		t.speechEnd = m.last
-		return
+	kept := min(m.nSent, sentFrames)
+	for i := range kept {
+		m.scratch[i] = m.sent[i].level
 	}
-	for i := len(m.ends) - 1; i >= 0; i-- {
-		if !m.ends[i].After(at) {
-			t.speechEnd = m.ends[i]
-			return
+	limit := audio.SpeechDBFS(audio.NoiseFloorDBFS(m.scratch[:kept]))
+	for k := 1; k <= kept; k++ {
+		f := &m.sent[(m.nSent-k)%sentFrames]
+		if f.at.After(at) || f.level < limit {
+			continue
+		}
+		for w := f.nWin - 1; w >= 0; w-- {
+			if float64(f.windows[w]) >= limit {
+				end := min((w+1)*f.winLen, f.samples)
+				m.turn(turn).speechEnd = f.at.Add(-samplesDur(f.samples-end, m.inRate))
+				return
+			}
 		}
 	}
 }

@@ -1,8 +1,12 @@
 package voiceclient
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
 func loud(n int) []int16 {
@@ -54,6 +58,42 @@ func TestMeter(t *testing.T) {
 	}
 	if p := m.PlayedMs(1, ms(810)); p != 10 {
 		t.Errorf("played %.1f ms at 810 ms, want 10", p)
+	}
+}
+
+// Room noise is not speech, even where it is audible: a real recording's
+// speech ends with its last word, and the answer is heard from there.
+func TestMeterRoomNoise(t *testing.T) {
+	const rate, frame = 16000, 320
+	m := NewMeter(rate, rate)
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	rng := rand.New(rand.NewPCG(5, 6))
+	room := 32768 * math.Pow(10, (audio.AudibleDBFS+3)/20)
+	// 300 ms of room, 500 ms of speech, 1 s of room: frame i ends at 20(i+1) ms.
+	var roomFrame []int16
+	for i := range 90 {
+		pcm := make([]int16, frame)
+		for j := range pcm {
+			v := rng.NormFloat64() * room
+			if i >= 15 && i < 40 {
+				v += 3000 * math.Sin(2*math.Pi*180*float64(i*frame+j)/rate)
+			}
+			pcm[j] = int16(v)
+		}
+		if i == 60 {
+			roomFrame = pcm
+		}
+		m.Sent(pcm, ms(20*(i+1)))
+	}
+	if audio.AudibleEnd(roomFrame, rate) < frame*3/4 {
+		t.Fatal("the room is not audible: the test proves nothing")
+	}
+	m.EndOfSpeech(1, ms(800+150)) // the server's speech_end plus the slack
+	m.Answering(1)
+	m.Received(loud(frame), ms(1200))
+	if h, ok := m.HeardMs(1); !ok || h != 1200-800 {
+		t.Errorf("heard %.1f ms, %v; want %d (from the end of the last word)", h, ok, 1200-800)
 	}
 }
 
