@@ -475,15 +475,32 @@ func (rs *rtcSession) sendEvent(ev pipeline.Event) bool {
 }
 
 // rtcWriter is the session's only reader of out: events to the data
-// channel, answer audio to the Opus track. Between answers it keeps the
-// RTP stream continuous with silence, so the receiver's jitter buffer and
-// RTP timestamps track wall time.
+// channel at once, answer audio to the Opus track at the stream's pace.
+// Between answers it keeps the RTP stream continuous with silence, so the
+// receiver's jitter buffer and RTP timestamps track wall time.
+//
+// Answer frames wait in queue for their turn in that pace (the silence's
+// rule: a packet once sentUntil is under half a frame ahead of now). The
+// pipeline's pacer hands them over up to output_lead_ms ahead of real
+// time, which RTP cannot use: the receiver plays a packet at its RTP time,
+// and packets that arrive ahead of the stream's pace make the ones after
+// them look late, so Chromium's jitter buffer grew to 90-120 ms with
+// jitterBufferTarget 0. The lead now waits here, still absorbing the
+// pipeline's scheduling jitter, and events are not held behind it.
 type rtcWriter struct {
 	rs        *rtcSession
 	down      *voice.Downlink
 	silence   []byte    // one 20 ms Opus packet of digital silence
 	sentUntil time.Time // the wall time the audio written so far covers: RTP time + an offset
+	// queue holds answer frames (each owned by the writer once received)
+	// from head on; its capacity is rtcQueueFrames.
+	queue [][]int16
+	head  int
 }
+
+// rtcQueueFrames bounds the answer frames the writer holds: well above
+// what the pacer's lead hands over early, and once full, out waits.
+const rtcQueueFrames = 32
 
 func newRTCWriter(rs *rtcSession) (*rtcWriter, error) {
 	down, err := voice.NewOpusDownlink(rtcRate, rs.srv.cfg.OpusBitrate, FrameMs)
@@ -499,7 +516,8 @@ func newRTCWriter(rs *rtcSession) (*rtcWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rtcWriter{rs: rs, down: down, silence: append([]byte(nil), packet[:n]...)}, nil
+	return &rtcWriter{rs: rs, down: down, silence: append([]byte(nil), packet[:n]...),
+		queue: make([][]int16, 0, rtcQueueFrames)}, nil
 }
 
 // loop runs until the session closes out; it reads out to the end even
@@ -510,8 +528,12 @@ func (w *rtcWriter) loop() {
 	defer tick.Stop()
 	failed := false
 	for {
+		out := rs.out
+		if len(w.queue) == cap(w.queue) && w.head == 0 {
+			out = nil // full: the pacer waits
+		}
 		select {
-		case o, ok := <-rs.out:
+		case o, ok := <-out:
 			if !ok {
 				return
 			}
@@ -523,11 +545,12 @@ func (w *rtcWriter) loop() {
 				rs.cancel()
 			}
 		case now := <-tick.C:
-			// Top the stream up to now: RTP timestamps advance 20 ms a
-			// packet, so skipping a late tick would make the receiver
-			// see growing delay (and grow its jitter buffer).
+			// Top the stream up to now, with queued answer audio or
+			// silence: RTP timestamps advance 20 ms a packet, so skipping
+			// a late tick would make the receiver see growing delay (and
+			// grow its jitter buffer).
 			for !failed && w.sentUntil.Before(now.Add(FrameMs/2*time.Millisecond)) {
-				if !w.write(w.silence, now) {
+				if !w.writeNext(now) {
 					failed = true
 					rs.cancel()
 				}
@@ -536,21 +559,54 @@ func (w *rtcWriter) loop() {
 	}
 }
 
+// output sends an event at once and queues answer audio.
 func (w *rtcWriter) output(o pipeline.Output) bool {
 	if o.Event != nil {
 		ev := *o.Event
-		if ev.Type == pipeline.EventAudio {
+		switch ev.Type {
+		case pipeline.EventAudio:
 			fillAudioFormat(&ev, EncodingOpus, rtcRate)
+		case pipeline.EventInterrupted:
+			w.dropQueue() // the cut turn's audio: the client must not hear more
 		}
 		return w.rs.sendEvent(ev)
 	}
-	packet, err := w.down.Write(o.Audio)
+	if w.head > 0 && len(w.queue) == cap(w.queue) {
+		n := copy(w.queue, w.queue[w.head:])
+		clear(w.queue[n:])
+		w.queue, w.head = w.queue[:n], 0
+	}
+	w.queue = append(w.queue, o.Audio)
+	return true
+}
+
+// writeNext writes the next queued answer frame, or silence when none
+// waits.
+func (w *rtcWriter) writeNext(now time.Time) bool {
+	if w.head == len(w.queue) {
+		return w.write(w.silence, now)
+	}
+	pcm := w.queue[w.head]
+	w.queue[w.head] = nil
+	w.head++
+	if w.head == len(w.queue) {
+		w.queue, w.head = w.queue[:0], 0
+	}
+	packet, err := w.down.Write(pcm)
 	if err != nil {
 		w.rs.srv.metrics.FrameDropped(reasonOpusEncode)
-		w.rs.log.Debug().Err(err).Int("samples", len(o.Audio)).Msg("opus encode")
-		return true
+		w.rs.log.Debug().Err(err).Int("samples", len(pcm)).Msg("opus encode")
 	}
-	return w.write(packet, time.Now())
+	if packet == nil { // dropped (or, with longer packets, still gathering)
+		packet = w.silence // the stream keeps its pace
+	}
+	return w.write(packet, now)
+}
+
+// dropQueue forgets the queued answer frames.
+func (w *rtcWriter) dropQueue() {
+	clear(w.queue)
+	w.queue, w.head = w.queue[:0], 0
 }
 
 // write sends one 20 ms packet and advances the stream's wall clock.

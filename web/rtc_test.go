@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,6 +38,14 @@ type rtcClient struct {
 	answerTurn int
 	audible    map[int]int // audible answer frames per turn
 	played     map[int]bool
+	arrivals   []rtpArrival // every answer-track packet, in arrival order
+}
+
+// rtpArrival is when a packet of the server's audio track arrived.
+type rtpArrival struct {
+	at      time.Time
+	ts      uint32 // its RTP timestamp (48 kHz)
+	audible bool
 }
 
 func newRTCClient(t *testing.T, baseURL string) *rtcClient {
@@ -173,12 +182,17 @@ func (c *rtcClient) play(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		if err != nil {
 			return
 		}
+		at := time.Now()
 		n, err := dec.Decode(pkt.Payload, pcm)
 		if err != nil {
 			c.t.Errorf("answer audio: undecodable opus packet: %v", err)
 			return
 		}
-		if !audible(pcm[:n]) {
+		loud := audible(pcm[:n])
+		c.mu.Lock()
+		c.arrivals = append(c.arrivals, rtpArrival{at: at, ts: pkt.Timestamp, audible: loud})
+		c.mu.Unlock()
+		if !loud {
 			continue
 		}
 		c.mu.Lock()
@@ -190,6 +204,43 @@ func (c *rtcClient) play(track *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
 		if first {
 			c.send(map[string]any{"type": "playback_start", "turn": turn})
 		}
+	}
+}
+
+// checkRTPPace asserts that the answer's packets arrive at the pace of
+// the silence before them: a packet's relative delay (arrival time minus
+// RTP time) is never much below the silence's. The pipeline's pacer runs
+// output_lead_ms ahead of real time; packets sent that early make a
+// receiver's jitter buffer see the ones after them as late, and grow.
+func checkRTPPace(t *testing.T, c *rtcClient) {
+	t.Helper()
+	c.mu.Lock()
+	arr := append([]rtpArrival(nil), c.arrivals...)
+	c.mu.Unlock()
+	first := slices.IndexFunc(arr, func(a rtpArrival) bool { return a.audible })
+	if first < 20 {
+		t.Errorf("%d packets before the answer's first audible one, want at least 20 of silence", first)
+		return
+	}
+	delay := func(a rtpArrival) float64 { // ms, from the first packet
+		return float64(a.at.Sub(arr[0].at))/float64(time.Millisecond) - float64(a.ts-arr[0].ts)/48
+	}
+	var silence []float64
+	for _, a := range arr[first-20 : first] {
+		silence = append(silence, delay(a))
+	}
+	slices.Sort(silence)
+	ref := silence[len(silence)/2]
+	earliest, at := ref, 0
+	for i, a := range arr[first:] {
+		if d := delay(a); a.audible && d < earliest {
+			earliest, at = d, i
+		}
+	}
+	if ahead := ref - earliest; ahead > 25 {
+		t.Errorf("answer packet %d arrived %.0f ms ahead of the stream's pace (relative delay %.1f ms, the silence before %.1f ms)", at, ahead, earliest, ref)
+	} else {
+		t.Logf("answer packets at most %.1f ms ahead of the silence's pace", ahead)
 	}
 }
 
@@ -309,6 +360,7 @@ func TestRTCEndToEnd(t *testing.T) {
 		t.Logf("answer: %d audible frames (%d ms), flite's utterance %d frames", got, got*FrameMs, wantFrames)
 	}
 	checkTraceOrder(t, trace)
+	checkRTPPace(t, c)
 	if _, ok := trace.Marks[pipeline.MarkPlaybackStart]; !ok {
 		t.Errorf("trace lacks playback_start (sent over the data channel): %v", trace.Marks)
 	}
@@ -321,6 +373,50 @@ func TestRTCEndToEnd(t *testing.T) {
 		t.Errorf("%d active sessions, want 1", n)
 	}
 	// The client hangs up without a stop: the server's session ends.
+	c.close()
+	waitIdle(t, ts.srv)
+}
+
+// TestRTCBargeIn speaks over a long answer over WebRTC: the server sends
+// interrupted, and the answer's audio stops with it (the writer drops the
+// frames it held back for the stream's pace; with the pacer's 60 ms lead
+// that is a frame or two, so the bound only catches a writer that keeps
+// sending).
+func TestRTCBargeIn(t *testing.T) {
+	checkLeaks(t)
+	const long = "Once upon a time there was a little robot who loved to sing. " +
+		"Every morning it climbed the hill behind the village and sang to the sun. " +
+		"The birds came to listen, and the farmers stopped their work to hear it."
+	ts := rtcTestServer(t, []string{long, "Okay."}, nil)
+	c := newRTCClient(t, ts.http.URL)
+	c.until("ready", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady })
+	c.speech <- utterance(t, "tell me a story", 48000)
+	deadline := time.Now().Add(30 * time.Second)
+	for c.audibleFrames(1) < 25 { // half a second of the answer
+		if time.Now().After(deadline) {
+			t.Fatalf("%d audible answer frames after 30 s", c.audibleFrames(1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.speech <- utterance(t, "stop please wait", 48000)
+	c.until("interrupted", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventInterrupted })
+	cut := time.Now()
+	c.until("trace of turn 1", traceOf(1))
+	c.mu.Lock()
+	var late []float64
+	for _, a := range c.arrivals {
+		if a.audible && a.at.After(cut) && a.at.Before(cut.Add(400*time.Millisecond)) {
+			late = append(late, float64(a.at.Sub(cut))/float64(time.Millisecond))
+		}
+	}
+	c.mu.Unlock()
+	// The barge-in speech's own answer comes after its end of turn, well
+	// past 400 ms; a packet in flight at the cut may arrive just after it.
+	if len(late) > 0 && late[len(late)-1] > 200 {
+		t.Errorf("audible packets arrived %v ms after the interrupted event", late)
+	} else {
+		t.Logf("audible packets %v ms after the interrupted event", late)
+	}
 	c.close()
 	waitIdle(t, ts.srv)
 }
