@@ -11,7 +11,7 @@
 //
 //	voxbench [--url ws://127.0.0.1:8080/ws] [--sessions 1,2,4,8 | --ramp]
 //	         [--turns 3 | --duration 60s] [--wav F ... | --dir D] [--slo-ms 800]
-//	         [--json] [--plot out.svg] [--markdown]
+//	         [--json] [--plot out.svg] [--markdown] [--cpuprofile voxbench.prof]
 //	voxbench doc --results r.json [--gobench go-bench.txt] [--out docs/performance.md]
 //	voxbench soak [--server bin/voxpipe | --url ws://HOST/ws] [--sessions 16] [--duration 10m] (soak.go)
 //
@@ -31,6 +31,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,6 +75,7 @@ type options struct {
 	json, markdown, quiet    bool
 	sameQuestions            bool
 	plot                     string
+	cpuProfile               string
 }
 
 // rampLevels are tried in order by --ramp until a level misses the SLO.
@@ -103,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.markdown, "markdown", false, "print the results as the markdown tables of docs/performance.md")
 	fs.BoolVar(&o.quiet, "quiet", false, "no live progress on stderr")
 	fs.StringVar(&o.plot, "plot", "", "write latency against sessions as an SVG to this file")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write voxbench's own CPU profile (pprof) over the levels to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", errCommandLine, err)
 	}
@@ -135,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	return o, nil
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	if len(args) > 0 && args[0] == "soak" {
 		return runSoak(ctx, args[1:], stdout, stderr)
 	}
@@ -173,6 +176,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		progress = io.Discard
 	}
 	b := &bench{o: o, qs: qs, dev: dev, metricsURL: murl, progress: progress}
+	if o.cpuProfile != "" {
+		stop, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if perr := stop(); perr != nil && err == nil {
+				err = perr
+			}
+		}()
+	}
 	var levels []levelStats
 	for _, n := range o.levels {
 		if ctx.Err() != nil {
@@ -199,4 +213,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		err = ctx.Err()
 	}
 	return err
+}
+
+// startCPUProfile profiles voxbench itself into path (the levels only: the
+// question set is generated before) and returns the function that ends it.
+func startCPUProfile(path string) (func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
