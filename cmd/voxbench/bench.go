@@ -21,6 +21,10 @@ type sessionPlan struct {
 	pause       time.Duration
 	bargeIn     time.Duration // > 0: the next question starts this long after the answer's first audio
 	turnTimeout time.Duration
+	// clock paces the microphone: a frame per tick at phase (frameClock;
+	// nil: a ticker of the session's own).
+	clock *frameClock
+	phase time.Duration
 }
 
 // question returns the i-th question of the plan (0-based).
@@ -64,14 +68,15 @@ type bench struct {
 }
 
 // plan is the i-th session's of a level; deadline is the level's with
-// --duration.
-func (b *bench) plan(i int, deadline time.Time) sessionPlan {
+// --duration, clock the level's microphone clock.
+func (b *bench) plan(i int, deadline time.Time, clock *frameClock) sessionPlan {
 	first := i
 	if b.o.sameQuestions {
 		first = 0
 	}
 	p := sessionPlan{id: first, questions: b.qs, turns: b.o.turns, pause: b.o.pause,
-		bargeIn: b.o.bargeIn, turnTimeout: b.o.turnTimeout}
+		bargeIn: b.o.bargeIn, turnTimeout: b.o.turnTimeout,
+		clock: clock, phase: phaseOf(time.Duration(i) * b.o.stagger)}
 	if b.o.duration > 0 {
 		p.turns, p.deadline = 0, deadline.Add(time.Duration(i)*b.o.stagger)
 	}
@@ -95,9 +100,13 @@ func (b *bench) level(ctx context.Context, n int) levelStats {
 	if b.o.duration > 0 {
 		deadline = time.Now().Add(b.o.duration)
 	}
+	clock := newFrameClock(time.Now())
+	cctx, stopClock := context.WithCancel(ctx)
+	var clockDone sync.WaitGroup
+	clockDone.Go(func() { clock.run(cctx) })
 	var wg sync.WaitGroup
 	for i := range n {
-		p := b.plan(i, deadline)
+		p := b.plan(i, deadline, clock)
 		wg.Go(func() {
 			select {
 			case <-time.After(time.Duration(i) * b.o.stagger):
@@ -149,6 +158,8 @@ func (b *bench) level(ctx context.Context, n int) levelStats {
 		}
 	})
 	wg.Wait()
+	stopClock()
+	clockDone.Wait()
 	close(stopTicker)
 	tick.Wait()
 

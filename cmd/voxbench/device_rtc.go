@@ -84,8 +84,8 @@ func (d *rtcDevice) session(ctx context.Context, p sessionPlan, report func(turn
 	if err != nil {
 		return err
 	}
-	// msgs is never closed: pion's goroutines send on it until done closes.
-	msgs := make(chan wsMsg, 256)
+	// in is never closed: pion's goroutines put on it until done closes.
+	in := newInbox()
 	done := make(chan struct{})
 	var closeOnce sync.Once
 	stop := func() {
@@ -93,12 +93,7 @@ func (d *rtcDevice) session(ctx context.Context, p sessionPlan, report func(turn
 		_ = pc.Close()
 	}
 	defer stop()
-	deliver := func(m wsMsg) {
-		select {
-		case msgs <- m:
-		case <-done:
-		}
-	}
+	deliver := func(m wsMsg) { in.put(m, done) }
 
 	mic, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: rtcRate, Channels: 2}, "mic", "voxbench")
 	if err != nil {
@@ -161,7 +156,7 @@ func (d *rtcDevice) session(ctx context.Context, p sessionPlan, report func(turn
 	defer wait.Stop()
 	for ready := false; !ready; {
 		select {
-		case m := <-msgs:
+		case m := <-in.msgs:
 			switch {
 			case m.ev == nil:
 			case m.ev.Type == pipeline.EventReady:
@@ -180,7 +175,7 @@ func (d *rtcDevice) session(ctx context.Context, p sessionPlan, report func(turn
 		return err
 	}
 	l := &rtcLink{mic: mic, dc: dc, enc: enc, packet: make([]byte, audio.MaxOpusPacket)}
-	err = converse(ctx, l, rtcRate, p, msgs, report)
+	err = converse(ctx, l, rtcRate, p, in, report)
 	_ = l.sendJSON(map[string]string{"type": "stop"})
 	return err
 }

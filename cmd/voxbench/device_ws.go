@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -53,6 +54,52 @@ type wsMsg struct {
 	at    time.Time
 }
 
+// inbox carries what a device receives, in arrival order, to converse.
+// Answer audio (a frame every 20 ms while an answer plays) waits in it for
+// converse's next microphone tick, at most a frame period: each frame keeps
+// its arrival time, which is what the heard latency is measured from, so
+// only when converse looks at it moves. Events, and the first frame after
+// an event (an answer's first audio: playback_start goes out then), wake
+// converse at once. Waking a goroutine for every answer frame doubled
+// voxbench's wake-ups, and wake-ups are most of its CPU.
+type inbox struct {
+	msgs       chan wsMsg
+	wake       chan struct{} // one pending wake-up at most
+	afterEvent atomic.Bool   // the latest message put was an event
+}
+
+func newInbox() *inbox {
+	return &inbox{msgs: make(chan wsMsg, 256), wake: make(chan struct{}, 1)}
+}
+
+// put queues m, waiting while the inbox is full unless done closes (a nil
+// done: no end), and wakes converse for an event or the first audio after
+// one.
+func (in *inbox) put(m wsMsg, done <-chan struct{}) {
+	select {
+	case in.msgs <- m:
+	case <-done:
+		return
+	}
+	if m.audio == nil || in.afterEvent.Load() {
+		in.poke()
+	}
+	in.afterEvent.Store(m.audio == nil)
+}
+
+func (in *inbox) poke() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close ends the messages (the sender's call) and wakes converse to see it.
+func (in *inbox) close() {
+	close(in.msgs)
+	in.poke()
+}
+
 // asked is one question in flight.
 type asked struct {
 	res      turnResult
@@ -93,13 +140,13 @@ func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 			return err
 		}
 	}
-	msgs := make(chan wsMsg, 256)
+	in := newInbox()
 	readErr := make(chan error, 1)
-	go func() { readErr <- wsRead(ws, dec, msgs) }()
-	err = converse(ctx, &wsLink{ws: ws, enc: enc}, d.rate, p, msgs, report)
+	go func() { readErr <- wsRead(ws, dec, in) }()
+	err = converse(ctx, &wsLink{ws: ws, enc: enc}, d.rate, p, in, report)
 	_ = ws.WriteJSON(map[string]string{"type": "stop"})
 	_ = ws.SetReadDeadline(time.Now().Add(2 * time.Second))
-	for range msgs {
+	for range in.msgs {
 	}
 	if rerr := <-readErr; err == nil && rerr != nil && ctx.Err() == nil {
 		err = rerr
@@ -148,13 +195,15 @@ func (l *wsLink) sendAudio(pcm []int16) error {
 func (l *wsLink) sendJSON(v any) error { return l.ws.WriteJSON(v) }
 
 // converse is the device's microphone and player, at rate Hz both ways;
-// its goroutine is the only one that sends on l.
-func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan wsMsg, report func(turnResult)) error {
+// its goroutine is the only one that sends on l. It sends a frame on every
+// tick of the plan's clock and handles what arrived (in.msgs, in order)
+// when the inbox wakes it or before that frame.
+func converse(ctx context.Context, l link, rate int, p sessionPlan, in *inbox, report func(turnResult)) error {
 	frame := rate / 50
 	silence := make([]int16, frame)
 	meter := voiceclient.NewMeter(rate, rate)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	ticks, stop := p.clock.subscribe(p.phase)
+	defer stop()
 
 	var (
 		next        int     // index of the next question
@@ -181,135 +230,161 @@ func converse(ctx context.Context, l link, rate int, p sessionPlan, msgs <-chan 
 			cur = nil
 		}
 	}
-	for {
-		done := !p.more(next, time.Now()) && outstanding == 0 && speech == nil
-		if done {
+	handle := func(m wsMsg) error {
+		progress = m.at
+		if m.audio != nil {
+			a := byTurn[answerTurn]
+			if a == nil {
+				return nil
+			}
+			if meter.Received(m.audio, m.at) {
+				if err := l.sendJSON(map[string]any{"type": "playback_start", "turn": answerTurn}); err != nil {
+					return err
+				}
+			}
+			if _, ok := meter.HeardMs(answerTurn); ok && !a.answered {
+				a.answered = true
+				if p.bargeIn > 0 {
+					nextAt = m.at.Add(p.bargeIn) // the next question cuts this answer
+				}
+			}
 			return nil
 		}
+		ev := m.ev
+		switch ev.Type {
+		case pipeline.EventTranscript:
+			if ev.Turn > lastTurn && cur != nil && cur.res.Turn == 0 {
+				cur.res.Turn = ev.Turn
+				byTurn[ev.Turn] = cur
+			}
+			lastTurn = max(lastTurn, ev.Turn)
+			if a := byTurn[ev.Turn]; a != nil && ev.Final {
+				a.res.Transcript, a.finalAt = ev.Text, m.at
+				meter.EndOfSpeech(ev.Turn, m.at)
+				if a == cur && speech == nil {
+					cur = nil // its turn is known; the next question may follow the answer
+				}
+			}
+		case pipeline.EventAnswer:
+			answerTurn = ev.Turn
+			meter.Answering(ev.Turn)
+			if a := byTurn[ev.Turn]; a != nil {
+				a.res.Answer += ev.Text
+			}
+		case pipeline.EventInterrupted:
+			played := meter.PlayedMs(ev.Turn, time.Now())
+			if err := l.sendJSON(map[string]any{"type": "interrupt", "turn": ev.Turn, "played_ms": played}); err != nil {
+				return err
+			}
+		case pipeline.EventTrace:
+			a := byTurn[ev.Turn]
+			if a == nil {
+				return nil
+			}
+			a.res.Marks, a.res.V2VMs = ev.Marks, ev.VoiceToVoiceMs
+			if final, ok := ev.Marks[pipeline.MarkASRFinal]; ok && !a.finalAt.IsZero() {
+				// The server's speech_end on this clock: the final's
+				// arrival less its asr_final mark (voiceclient.Meter).
+				meter.EndOfSpeech(ev.Turn, a.finalAt.Add(-time.Duration(final*float64(time.Millisecond))).Add(speechEndSlack))
+			}
+			if ms, ok := meter.HeardMs(ev.Turn); ok {
+				a.res.HeardMs = &ms
+			}
+			a.res.Interrupted = ev.Interrupted
+			finish(a, "")
+			if p.bargeIn == 0 {
+				nextAt = m.at.Add(p.pause)
+			}
+		case pipeline.EventError:
+			a := byTurn[ev.Turn]
+			if a == nil {
+				a = cur
+			}
+			switch {
+			case a != nil:
+				a.res.Code = ev.Code
+				if a.res.Turn == 0 || ev.Code == pipeline.CodeBusy {
+					finish(a, ev.Code)
+					nextAt = m.at.Add(p.pause)
+				}
+			case ev.Code != pipeline.CodeBusy && ev.Code != pipeline.CodeBackend:
+				return fmt.Errorf("server error %s: %s", ev.Code, ev.Message)
+			}
+		}
+		return nil
+	}
+	finished := func() bool { return !p.more(next, time.Now()) && outstanding == 0 && speech == nil }
+	// drain handles every message waiting in the inbox, until the session
+	// is over.
+	drain := func() error {
+		for !finished() {
+			select {
+			case m, ok := <-in.msgs:
+				if !ok {
+					return errors.New("server closed the connection")
+				}
+				if err := handle(m); err != nil {
+					return err
+				}
+			default:
+				return nil
+			}
+		}
+		return nil
+	}
+	for {
+		if finished() {
+			return nil
+		}
+		var now time.Time
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case now := <-tick.C:
-			if speech == nil && cur == nil && p.more(next, now) && !now.Before(nextAt) && (outstanding == 0 || p.bargeIn > 0 && allAnswered(byTurn)) {
-				q := p.question(next)
-				next++
-				speech, pos = resampled(q, rate), 0
-				cur = &asked{res: turnResult{Ref: q.ref}}
-				outstanding++
+		case <-in.wake:
+			if err := drain(); err != nil {
+				return err
 			}
-			pcm := silence
-			if speech != nil {
-				n := min(frame, len(speech)-pos)
-				if n == frame {
-					pcm = speech[pos : pos+frame]
-				} else {
-					buf := make([]int16, frame)
-					copy(buf, speech[pos:])
-					pcm = buf
-				}
-				pos += frame
-				if pos >= len(speech) {
-					speech = nil
-				}
+			continue
+		case now = <-ticks:
+		}
+		if err := drain(); err != nil {
+			return err
+		}
+		if speech == nil && cur == nil && p.more(next, now) && !now.Before(nextAt) && (outstanding == 0 || p.bargeIn > 0 && allAnswered(byTurn)) {
+			q := p.question(next)
+			next++
+			speech, pos = resampled(q, rate), 0
+			cur = &asked{res: turnResult{Ref: q.ref}}
+			outstanding++
+		}
+		pcm := silence
+		if speech != nil {
+			n := min(frame, len(speech)-pos)
+			if n == frame {
+				pcm = speech[pos : pos+frame]
+			} else {
+				buf := make([]int16, frame)
+				copy(buf, speech[pos:])
+				pcm = buf
 			}
-			if err := l.sendAudio(pcm); err != nil {
-				return fmt.Errorf("send audio: %w", err)
+			pos += frame
+			if pos >= len(speech) {
+				speech = nil
 			}
-			meter.Sent(pcm, time.Now())
-			if outstanding > 0 && speech == nil && now.Sub(progress) > p.turnTimeout {
-				for _, a := range byTurn {
-					finish(a, "timeout")
-				}
-				if cur != nil {
-					finish(cur, "timeout")
-				}
-				outstanding = 0
-				nextAt = now.Add(p.pause)
+		}
+		if err := l.sendAudio(pcm); err != nil {
+			return fmt.Errorf("send audio: %w", err)
+		}
+		meter.Sent(pcm, time.Now())
+		if outstanding > 0 && speech == nil && now.Sub(progress) > p.turnTimeout {
+			for _, a := range byTurn {
+				finish(a, "timeout")
 			}
-		case m, ok := <-msgs:
-			if !ok {
-				return errors.New("server closed the connection")
+			if cur != nil {
+				finish(cur, "timeout")
 			}
-			progress = m.at
-			if m.audio != nil {
-				a := byTurn[answerTurn]
-				if a == nil {
-					continue
-				}
-				if meter.Received(m.audio, m.at) {
-					if err := l.sendJSON(map[string]any{"type": "playback_start", "turn": answerTurn}); err != nil {
-						return err
-					}
-				}
-				if _, ok := meter.HeardMs(answerTurn); ok && !a.answered {
-					a.answered = true
-					if p.bargeIn > 0 {
-						nextAt = m.at.Add(p.bargeIn) // the next question cuts this answer
-					}
-				}
-				continue
-			}
-			ev := m.ev
-			switch ev.Type {
-			case pipeline.EventTranscript:
-				if ev.Turn > lastTurn && cur != nil && cur.res.Turn == 0 {
-					cur.res.Turn = ev.Turn
-					byTurn[ev.Turn] = cur
-				}
-				lastTurn = max(lastTurn, ev.Turn)
-				if a := byTurn[ev.Turn]; a != nil && ev.Final {
-					a.res.Transcript, a.finalAt = ev.Text, m.at
-					meter.EndOfSpeech(ev.Turn, m.at)
-					if a == cur && speech == nil {
-						cur = nil // its turn is known; the next question may follow the answer
-					}
-				}
-			case pipeline.EventAnswer:
-				answerTurn = ev.Turn
-				meter.Answering(ev.Turn)
-				if a := byTurn[ev.Turn]; a != nil {
-					a.res.Answer += ev.Text
-				}
-			case pipeline.EventInterrupted:
-				played := meter.PlayedMs(ev.Turn, time.Now())
-				if err := l.sendJSON(map[string]any{"type": "interrupt", "turn": ev.Turn, "played_ms": played}); err != nil {
-					return err
-				}
-			case pipeline.EventTrace:
-				a := byTurn[ev.Turn]
-				if a == nil {
-					continue
-				}
-				a.res.Marks, a.res.V2VMs = ev.Marks, ev.VoiceToVoiceMs
-				if final, ok := ev.Marks[pipeline.MarkASRFinal]; ok && !a.finalAt.IsZero() {
-					// The server's speech_end on this clock: the final's
-					// arrival less its asr_final mark (voiceclient.Meter).
-					meter.EndOfSpeech(ev.Turn, a.finalAt.Add(-time.Duration(final*float64(time.Millisecond))).Add(speechEndSlack))
-				}
-				if ms, ok := meter.HeardMs(ev.Turn); ok {
-					a.res.HeardMs = &ms
-				}
-				a.res.Interrupted = ev.Interrupted
-				finish(a, "")
-				if p.bargeIn == 0 {
-					nextAt = m.at.Add(p.pause)
-				}
-			case pipeline.EventError:
-				a := byTurn[ev.Turn]
-				if a == nil {
-					a = cur
-				}
-				switch {
-				case a != nil:
-					a.res.Code = ev.Code
-					if a.res.Turn == 0 || ev.Code == pipeline.CodeBusy {
-						finish(a, ev.Code)
-						nextAt = m.at.Add(p.pause)
-					}
-				case ev.Code != pipeline.CodeBusy && ev.Code != pipeline.CodeBackend:
-					return fmt.Errorf("server error %s: %s", ev.Code, ev.Message)
-				}
-			}
+			outstanding = 0
+			nextAt = now.Add(p.pause)
 		}
 	}
 }
@@ -338,9 +413,9 @@ func resampled(q question, rate int) []int16 {
 	return append([]int16(nil), r.Process(nil, pcm)...)
 }
 
-// wsRead is the connection's only reader; it closes msgs when it ends.
-func wsRead(ws *websocket.Conn, dec *audio.OpusDecoder, msgs chan<- wsMsg) error {
-	defer close(msgs)
+// wsRead is the connection's only reader; it closes in when it ends.
+func wsRead(ws *websocket.Conn, dec *audio.OpusDecoder, in *inbox) error {
+	defer in.close()
 	pcm := make([]int16, 5760)
 	for {
 		typ, data, err := ws.ReadMessage()
@@ -365,14 +440,14 @@ func wsRead(ws *websocket.Conn, dec *audio.OpusDecoder, msgs chan<- wsMsg) error
 					samples[i] = int16(binary.LittleEndian.Uint16(data[2*i:]))
 				}
 			}
-			msgs <- wsMsg{audio: samples, at: now}
+			in.put(wsMsg{audio: samples, at: now}, nil)
 			continue
 		}
 		var ev pipeline.Event
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return fmt.Errorf("bad event %q: %w", data, err)
 		}
-		msgs <- wsMsg{ev: &ev, at: now}
+		in.put(wsMsg{ev: &ev, at: now}, nil)
 	}
 }
 

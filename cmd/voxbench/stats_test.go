@@ -201,7 +201,7 @@ func TestIntervals(t *testing.T) {
 func TestSameQuestions(t *testing.T) {
 	qs := []question{{ref: "a"}, {ref: "b"}, {ref: "c"}, {ref: "d"}}
 	seq := func(b *bench, i int) string {
-		p := b.plan(i, time.Time{})
+		p := b.plan(i, time.Time{}, nil)
 		var s string
 		for k := range p.turns {
 			s += p.question(k).ref
