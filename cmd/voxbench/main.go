@@ -11,7 +11,7 @@
 //
 //	voxbench [--url ws://127.0.0.1:8080/ws] [--sessions 1,2,4,8 | --ramp]
 //	         [--turns 3 | --duration 60s] [--wav F ... | --dir D] [--slo-ms 800]
-//	         [--json] [--plot out.svg] [--markdown] [--cpuprofile voxbench.prof]
+//	         [--json] [--plot out.svg] [--markdown] [--cpuprofile voxbench.prof] [--procs N]
 //	voxbench doc --results r.json [--gobench go-bench.txt] [--out docs/performance.md]
 //	voxbench soak [--server bin/voxpipe | --url ws://HOST/ws] [--sessions 16] [--duration 10m] (soak.go)
 //
@@ -31,6 +31,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ type options struct {
 	sameQuestions            bool
 	plot                     string
 	cpuProfile               string
+	procs                    int
 }
 
 // rampLevels are tried in order by --ramp until a level misses the SLO.
@@ -106,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quiet, "quiet", false, "no live progress on stderr")
 	fs.StringVar(&o.plot, "plot", "", "write latency against sessions as an SVG to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write voxbench's own CPU profile (pprof) over the levels to this file")
+	fs.IntVar(&o.procs, "procs", 0, "voxbench's own Go threads running at once (GOMAXPROCS); 0: 1 with --transport ws --encoding pcm16, Go's default (every core) with Opus or WebRTC, whose codecs take ~0.4 ms a frame")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", errCommandLine, err)
 	}
@@ -134,6 +137,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("%w: --slo-ms %d: want >= 1", errCommandLine, o.sloMs)
 	case o.duration < 0 || o.stagger < 0 || o.pause < 0 || o.bargeIn < 0 || o.turnTimeout <= 0:
 		return o, fmt.Errorf("%w: durations must not be negative", errCommandLine)
+	case o.procs < 0:
+		return o, fmt.Errorf("%w: --procs %d: want >= 0", errCommandLine, o.procs)
+	}
+	if o.procs == 0 && o.transport == "ws" && o.encoding == "pcm16" {
+		o.procs = 1
 	}
 	return o, nil
 }
@@ -153,6 +161,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return nil
 		}
 		return err
+	}
+	if o.procs > 0 {
+		// One thread for every device: a PCM16 device's work per frame is
+		// microseconds, and its wake-ups cost more than the work (the
+		// kernel's and the Go runtime's sleep and wake path). With a
+		// second P, the runtime hands a woken goroutine to a second
+		// thread and wakes it: at 8 sessions a quarter of voxbench's CPU.
+		runtime.GOMAXPROCS(o.procs)
 	}
 	var qs []question
 	if len(o.wavs) > 0 || o.dir != "" {

@@ -35,3 +35,25 @@ func TestCPUProfile(t *testing.T) {
 		t.Errorf("profile of %d bytes is not gzip", len(b))
 	}
 }
+
+// TestProcsFlag: one thread by default for PCM16 over /ws, Go's default
+// with a codec, and what --procs says otherwise.
+func TestProcsFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 1},
+		{[]string{"--encoding", "opus"}, 0},
+		{[]string{"--transport", "rtc", "--url", "http://127.0.0.1:1"}, 0},
+		{[]string{"--procs", "3"}, 3},
+	} {
+		o, err := parseFlags(c.args, io.Discard)
+		if err != nil || o.procs != c.want {
+			t.Errorf("%v: procs %d (%v), want %d", c.args, o.procs, err, c.want)
+		}
+	}
+	if _, err := parseFlags([]string{"--procs", "-1"}, io.Discard); err == nil {
+		t.Error("--procs -1 accepted")
+	}
+}
