@@ -47,6 +47,9 @@ func newDevice(o options) (device, error) {
 	return nil, fmt.Errorf("%w: --transport %s is not built yet (use ws)", errCommandLine, o.transport)
 }
 
+// wsDialer is websocket.DefaultDialer over rawConn.
+var wsDialer = websocket.Dialer{Proxy: http.ProxyFromEnvironment, HandshakeTimeout: 45 * time.Second, NetDialContext: dialRaw}
+
 // wsMsg is one message from the server, stamped on arrival.
 type wsMsg struct {
 	ev    *pipeline.Event
@@ -110,7 +113,7 @@ type asked struct {
 func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnResult)) error {
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ws, resp, err := websocket.DefaultDialer.DialContext(dctx, d.url, nil)
+	ws, resp, err := wsDialer.DialContext(dctx, d.url, nil)
 	if err != nil {
 		return dialRefusal(resp, err)
 	}
