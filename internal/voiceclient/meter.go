@@ -101,7 +101,10 @@ func (m *Meter) EndOfSpeech(turn int, at time.Time) {
 	limit := audio.SpeechDBFS(audio.NoiseFloorDBFS(m.scratch[:kept]))
 	for k := 1; k <= kept; k++ {
 		f := &m.sent[(m.nSent-k)%sentFrames]
-		if f.at.After(at) || f.level < limit {
+		// In a noisy room a 5 ms window of its noise may reach the limit,
+		// a 20 ms frame hardly does; in a quiet one (limit at the
+		// audibility threshold) every audible window counts, as before.
+		if f.at.After(at) || (f.level < limit && limit > audio.AudibleDBFS) {
 			continue
 		}
 		for w := f.nWin - 1; w >= 0; w-- {

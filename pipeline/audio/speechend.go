@@ -74,8 +74,9 @@ func NoiseFloorDBFS(levels []float64) float64 {
 func SpeechDBFS(floor float64) float64 { return max(AudibleDBFS, floor+SpeechOverFloorDB) }
 
 // RecordingSpeechEnd returns where the speech of a whole recording ends:
-// one past its last 20 ms window that is audible and SpeechOverFloorDB
-// above the recording's noise floor (NoiseFloorDBFS of its windows), or 0
+// AudibleEnd in a quiet room; where the room's noise is audible, one past
+// the last 20 ms window that stands SpeechOverFloorDB above the recording's
+// noise floor (NoiseFloorDBFS of its windows), or 0
 // when it holds none; and the level of its quietest window, the room
 // without anything happening in it.
 func RecordingSpeechEnd(pcm []int16, sampleRate int) (end int, quietDBFS float64) {
@@ -90,6 +91,13 @@ func RecordingSpeechEnd(pcm []int16, sampleRate int) (end int, quietDBFS float64
 	}
 	limit := SpeechDBFS(NoiseFloorDBFS(slices.Clone(levels)))
 	quietDBFS = slices.Min(levels)
+	if limit <= AudibleDBFS {
+		// A quiet room: every audible window is sound the person made,
+		// to the 5 ms window.
+		return AudibleEnd(pcm, sampleRate), quietDBFS
+	}
+	// A noisy room: a 5 ms window of its noise may reach the limit, a 20 ms
+	// one hardly does.
 	for i := n - 1; i >= 0; i-- {
 		if levels[i] >= limit {
 			return i*w + LevelEnd(pcm[i*w:(i+1)*w], sampleRate, limit), quietDBFS
