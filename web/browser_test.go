@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/voxpipe/voxpipe/asr/asrtest"
+	"github.com/voxpipe/voxpipe/internal/questions"
 	"github.com/voxpipe/voxpipe/internal/testenv"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
@@ -80,17 +81,9 @@ func TestBrowser(t *testing.T) {
 
 // browserQuestions are spoken in this order. Every assertion of the first
 // turn is on the first; the rest are the first six complete questions of
-// voxpipe bench turns (benchComplete in cmd/voxpipe/bench_turns.go), taken
-// as they come, not for how well they are recognised.
-var browserQuestions = []string{
-	"what is the weather like today",
-	"What is the capital of France?",
-	"How far away is the moon?",
-	"Can you tell me a joke?",
-	"What time does the sun set today?",
-	"Set a timer for ten minutes.",
-	"What does the word ephemeral mean?",
-}
+// voxpipe bench turns, taken as they come, not for how well they are
+// recognised.
+var browserQuestions = append([]string{"what is the weather like today"}, questions.Complete[:6]...)
 
 // The first turn's answer, and a shorter one for every later turn so that
 // the next question can follow sooner.

@@ -23,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/internal/questions"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 	"github.com/voxpipe/voxpipe/tts"
@@ -489,25 +490,6 @@ func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Dur
 
 // ------------------------------------------------------------------ corpus
 
-// Questions spoken whole (written for this benchmark).
-var benchComplete = []string{
-	"What is the capital of France?",
-	"How far away is the moon?",
-	"Can you tell me a joke?",
-	"What time does the sun set today?",
-	"Set a timer for ten minutes.",
-	"What does the word ephemeral mean?",
-	"How do I boil an egg?",
-	"Who wrote the play Hamlet?",
-	"What is a compiler?",
-	"Turn off the lights in the kitchen.",
-	"What is the weather like in London?",
-	"How many legs does a spider have?",
-	"Remind me to call my sister tomorrow.",
-	"Why is the sky blue?",
-	"What is the difference between a frog and a toad?",
-}
-
 // Sentences with a pause: the first part, then the rest after the pause
 // (at a comma, or inside a phrase where people hesitate).
 var benchPaused = [][2]string{
@@ -625,8 +607,8 @@ func benchCorpus(ctx context.Context, seed uint64, only string, limit int, realD
 	add := func(it benchItem) { items = append(items, it) }
 	want := func(kind string, n int) bool { return (only == "" || only == kind) && (limit == 0 || n < limit) }
 	n := 0
-	for i := 0; i < 2*len(benchComplete) && want("complete", n); i++ {
-		q, v := benchComplete[i%len(benchComplete)], voices[(i+i/len(benchComplete))%len(voices)]
+	for i := 0; i < 2*len(questions.Complete) && want("complete", n); i++ {
+		q, v := questions.Complete[i%len(questions.Complete)], voices[(i+i/len(questions.Complete))%len(voices)]
 		pcm, err := speak(ctx, v.synth, q)
 		if err != nil {
 			return nil, err
