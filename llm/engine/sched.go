@@ -408,7 +408,10 @@ func (e *Engine) finish(g *generation) {
 	if g.seq.owner == g {
 		g.seq.owner = nil
 	}
-	defer e.noteKV()
+	// Before the end is delivered: a caller that reads Stats once its
+	// stream has ended must see the conversation it kept (deferred, the
+	// gauge raced the caller; TestStatsAndTTFTSplit failed under -race).
+	e.noteKV()
 	if g.samp != nil {
 		e.batch.putSampler(g.samp)
 		g.samp = nil

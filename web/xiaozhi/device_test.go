@@ -229,6 +229,7 @@ func (d *fakeDevice) read(hello chan<- serverHello) {
 			return
 		}
 		m := devMsg{at: time.Now(), raw: data}
+		var gotHello *serverHello // told once the message is recorded
 		if typ == websocket.TextMessage {
 			var v struct {
 				Type, State, Text, Emotion string
@@ -252,8 +253,7 @@ func (d *fakeDevice) read(hello chan<- serverHello) {
 					d.t.Errorf("decoder at %d Hz: %v", rate, err)
 					return
 				}
-				hello <- h
-				hello = nil
+				gotHello = &h
 			}
 		} else {
 			m.typ = "audio"
@@ -284,6 +284,12 @@ func (d *fakeDevice) read(hello chan<- serverHello) {
 		}
 		d.msgs = append(d.msgs, m)
 		d.mu.Unlock()
+		if gotHello != nil {
+			// After recording it: a test that counts the messages once
+			// dialDevice returns must count the hello among them.
+			hello <- *gotHello
+			hello = nil
+		}
 		select {
 		case d.news <- struct{}{}:
 		default:
