@@ -11,7 +11,7 @@ import (
 func TestNoVoiceStack(t *testing.T) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("no go command on PATH")
+		t.Skipf("requires the go command on PATH (go list -deps lists voxllm's imports): %v", err)
 	}
 	out, err := exec.CommandContext(t.Context(), goBin, "list", "-deps", ".").Output()
 	if err != nil {
