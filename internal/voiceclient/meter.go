@@ -101,10 +101,7 @@ func (m *Meter) EndOfSpeech(turn int, at time.Time) {
 	limit := audio.SpeechDBFS(audio.NoiseFloorDBFS(m.scratch[:kept]))
 	for k := 1; k <= kept; k++ {
 		f := &m.sent[(m.nSent-k)%sentFrames]
-		// In a noisy room a 5 ms window of its noise may reach the limit,
-		// a 20 ms frame hardly does; in a quiet one (limit at the
-		// audibility threshold) every audible window counts, as before.
-		if f.at.After(at) || (f.level < limit && limit > audio.AudibleDBFS) {
+		if f.at.After(at) || !audio.SpeechFrame(f.level, limit) {
 			continue
 		}
 		for w := f.nWin - 1; w >= 0; w-- {

@@ -19,7 +19,10 @@ const (
 
 // audibleMeanSq is the mean square of a window whose RMS is AudibleDBFS
 // (full scale = 32768).
-var audibleMeanSq = math.Pow(32768*math.Pow(10, AudibleDBFS/20), 2)
+var audibleMeanSq = meanSqOf(AudibleDBFS)
+
+// meanSqOf is the mean square of a window whose RMS is dbfs.
+func meanSqOf(dbfs float64) float64 { return math.Pow(32768*math.Pow(10, dbfs/20), 2) }
 
 // AudibleWindow returns the window length in samples at sampleRate.
 func AudibleWindow(sampleRate int) int {
@@ -49,11 +52,17 @@ func FirstAudible(pcm []int16, sampleRate int) int {
 // window of pcm, or 0 when no window is audible. Windows are aligned to the
 // start of pcm, as in FirstAudible.
 func AudibleEnd(pcm []int16, sampleRate int) int {
+	return windowsEnd(pcm, sampleRate, audibleMeanSq)
+}
+
+// windowsEnd returns one past the last window of pcm whose mean square
+// reaches minMeanSq, or 0.
+func windowsEnd(pcm []int16, sampleRate int, minMeanSq float64) int {
 	w := AudibleWindow(sampleRate)
 	last := 0
 	for start := 0; start < len(pcm); start += w {
 		end := min(start+w, len(pcm))
-		if windowAudible(pcm[start:end]) {
+		if windowAbove(pcm[start:end], minMeanSq) {
 			last = end
 		}
 	}
@@ -65,11 +74,13 @@ func IsAudible(pcm []int16, sampleRate int) bool {
 	return FirstAudible(pcm, sampleRate) >= 0
 }
 
-func windowAudible(win []int16) bool {
+func windowAudible(win []int16) bool { return windowAbove(win, audibleMeanSq) }
+
+func windowAbove(win []int16, minMeanSq float64) bool {
 	var sum float64
 	for _, s := range win {
 		v := float64(s)
 		sum += v * v
 	}
-	return sum >= audibleMeanSq*float64(len(win))
+	return sum >= minMeanSq*float64(len(win))
 }

@@ -39,21 +39,7 @@ func LevelDBFS(pcm []int16) float64 {
 
 // LevelEnd is AudibleEnd with its threshold at dbfs instead of AudibleDBFS.
 func LevelEnd(pcm []int16, sampleRate int, dbfs float64) int {
-	w := AudibleWindow(sampleRate)
-	minSq := math.Pow(32768*math.Pow(10, dbfs/20), 2)
-	last := 0
-	for start := 0; start < len(pcm); start += w {
-		end := min(start+w, len(pcm))
-		var sum float64
-		for _, s := range pcm[start:end] {
-			v := float64(s)
-			sum += v * v
-		}
-		if sum >= minSq*float64(end-start) {
-			last = end
-		}
-	}
-	return last
+	return windowsEnd(pcm, sampleRate, meanSqOf(dbfs))
 }
 
 // NoiseFloorDBFS returns the noise floor of a stretch of audio from the
@@ -74,11 +60,10 @@ func NoiseFloorDBFS(levels []float64) float64 {
 func SpeechDBFS(floor float64) float64 { return max(AudibleDBFS, floor+SpeechOverFloorDB) }
 
 // RecordingSpeechEnd returns where the speech of a whole recording ends:
-// AudibleEnd in a quiet room; where the room's noise is audible, one past
-// the last 20 ms window that stands SpeechOverFloorDB above the recording's
-// noise floor (NoiseFloorDBFS of its windows), or 0
-// when it holds none; and the level of its quietest window, the room
-// without anything happening in it.
+// one past its last 5 ms window at SpeechDBFS of the recording's noise
+// floor (NoiseFloorDBFS of its 20 ms windows) inside a 20 ms window that
+// can hold speech (SpeechFrame), or 0 when it holds none; and the level of
+// its quietest window, the room without anything happening in it.
 func RecordingSpeechEnd(pcm []int16, sampleRate int) (end int, quietDBFS float64) {
 	w := max(1, sampleRate/50)
 	n := len(pcm) / w
@@ -91,17 +76,20 @@ func RecordingSpeechEnd(pcm []int16, sampleRate int) (end int, quietDBFS float64
 	}
 	limit := SpeechDBFS(NoiseFloorDBFS(slices.Clone(levels)))
 	quietDBFS = slices.Min(levels)
-	if limit <= AudibleDBFS {
-		// A quiet room: every audible window is sound the person made,
-		// to the 5 ms window.
-		return AudibleEnd(pcm, sampleRate), quietDBFS
-	}
-	// A noisy room: a 5 ms window of its noise may reach the limit, a 20 ms
-	// one hardly does.
 	for i := n - 1; i >= 0; i-- {
-		if levels[i] >= limit {
-			return i*w + LevelEnd(pcm[i*w:(i+1)*w], sampleRate, limit), quietDBFS
+		if !SpeechFrame(levels[i], limit) {
+			continue
+		}
+		if end := LevelEnd(pcm[i*w:(i+1)*w], sampleRate, limit); end > 0 {
+			return i*w + end, quietDBFS
 		}
 	}
 	return 0, quietDBFS
 }
+
+// SpeechFrame reports whether a (about 20 ms) frame at level can hold
+// speech against limit (SpeechDBFS): where the room's noise is audible, a
+// 5 ms window of it may reach the limit but a whole frame hardly does, so
+// the frame must; in a quiet room (limit at the audibility threshold)
+// every audible window is sound the person made.
+func SpeechFrame(level, limit float64) bool { return limit <= AudibleDBFS || level >= limit }
