@@ -65,6 +65,7 @@ type bench struct {
 	dev        device
 	metricsURL string
 	progress   io.Writer
+	turnsOut   io.Writer // --turns-out: every turn as a JSON line; nil = off
 }
 
 // plan is the i-th session's of a level; deadline is the level's with
@@ -167,6 +168,9 @@ func (b *bench) level(ctx context.Context, n int) levelStats {
 	cpu := selfCPU() - cpu0
 	after := scrape(ctx, b.metricsURL)
 	st := summarise(n, turns)
+	if b.turnsOut != nil {
+		writeTurns(b.turnsOut, n, turns, b.progress)
+	}
 	st.Busy = busy
 	st.Admitted = n - refused
 	for code, k := range failed {

@@ -12,6 +12,7 @@
 //	voxbench [--url ws://127.0.0.1:8080/ws] [--sessions 1,2,4,8 | --ramp]
 //	         [--turns 3 | --duration 60s] [--wav F ... | --dir D] [--slo-ms 800]
 //	         [--json] [--plot out.svg] [--markdown] [--cpuprofile voxbench.prof] [--procs N]
+//	         [--turns-out turns.jsonl]
 //	voxbench doc --results r.json [--gobench go-bench.txt] [--out docs/performance.md]
 //	voxbench soak [--server bin/voxpipe | --url ws://HOST/ws] [--sessions 16] [--duration 10m] (soak.go)
 //
@@ -77,6 +78,7 @@ type options struct {
 	sameQuestions            bool
 	plot                     string
 	cpuProfile               string
+	turnsOut                 string
 	procs                    int
 }
 
@@ -108,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.quiet, "quiet", false, "no live progress on stderr")
 	fs.StringVar(&o.plot, "plot", "", "write latency against sessions as an SVG to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write voxbench's own CPU profile (pprof) over the levels to this file")
+	fs.StringVar(&o.turnsOut, "turns-out", "", "write every turn (level, session, transcript, heard, trace marks) as a JSON line to this file")
 	fs.IntVar(&o.procs, "procs", 0, "voxbench's own Go threads running at once (GOMAXPROCS); 0: 1 with --transport ws --encoding pcm16, Go's default (every core) with Opus or WebRTC, whose codecs take ~0.4 ms a frame")
 	if err := fs.Parse(args); err != nil {
 		return o, fmt.Errorf("%w: %w", errCommandLine, err)
@@ -202,6 +205,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 				err = perr
 			}
 		}()
+	}
+	if o.turnsOut != "" {
+		f, err := os.Create(o.turnsOut)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+		b.turnsOut = f
 	}
 	var levels []levelStats
 	for _, n := range o.levels {

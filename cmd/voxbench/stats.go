@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -24,6 +27,10 @@ type turnResult struct {
 	// Marks are the trace's milliseconds since the server's speech_end.
 	Marks       map[string]float64
 	Interrupted bool
+	// The trace event's prompt tokens (all, cached, prefilled early) and
+	// the LLM's time-to-first-token split, for --turns-out.
+	PromptTokens, CachedTokens, EarlyTokens int
+	TTFTMs                                  map[string]float64
 	// Code is the error event's code when the turn failed ("" = none).
 	Code string
 }
@@ -210,4 +217,46 @@ func wordErrors(ref, hyp string) (errs, words int) {
 		prev, cur = cur, prev
 	}
 	return prev[len(h)], len(r)
+}
+
+// turnLine is one turn as --turns-out writes it.
+type turnLine struct {
+	Sessions    int                `json:"sessions"` // the level
+	Session     int                `json:"session"`
+	Turn        int                `json:"turn"`
+	Ref         string             `json:"ref,omitempty"`
+	Transcript  string             `json:"transcript"`
+	Answer      string             `json:"answer"`
+	HeardMs     *float64           `json:"heard_ms"`
+	V2VMs       *float64           `json:"v2v_ms"`
+	Marks       map[string]float64 `json:"marks,omitempty"`
+	Interrupted bool               `json:"interrupted,omitempty"`
+	Code        string             `json:"code,omitempty"`
+
+	PromptTokens int                `json:"prompt_tokens,omitempty"`
+	CachedTokens int                `json:"cached_tokens,omitempty"`
+	EarlyTokens  int                `json:"early_tokens,omitempty"`
+	TTFTMs       map[string]float64 `json:"ttft_ms,omitempty"`
+}
+
+// writeTurns writes a level's turns to w as JSON lines, in session and
+// turn order; a write error is reported on progress and ends the writing.
+func writeTurns(w io.Writer, level int, turns []turnResult, progress io.Writer) {
+	ts := slices.Clone(turns)
+	slices.SortStableFunc(ts, func(a, b turnResult) int {
+		if a.Session != b.Session {
+			return a.Session - b.Session
+		}
+		return a.Turn - b.Turn
+	})
+	enc := json.NewEncoder(w)
+	for _, t := range ts {
+		l := turnLine{Sessions: level, Session: t.Session, Turn: t.Turn, Ref: t.Ref, Transcript: t.Transcript,
+			Answer: t.Answer, HeardMs: t.HeardMs, V2VMs: t.V2VMs, Marks: t.Marks, Interrupted: t.Interrupted, Code: t.Code,
+			PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, EarlyTokens: t.EarlyTokens, TTFTMs: t.TTFTMs}
+		if err := enc.Encode(l); err != nil {
+			fmt.Fprintf(progress, "\r\033[K--turns-out: %v\n", err)
+			return
+		}
+	}
 }

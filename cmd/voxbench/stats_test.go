@@ -217,3 +217,37 @@ func TestSameQuestions(t *testing.T) {
 		t.Errorf("--same-questions plans %s, want abc,abc", got)
 	}
 }
+
+// TestWriteTurns: --turns-out writes one JSON line per turn, in session and
+// turn order, with the trace's marks, prompt tokens and TTFT split.
+func TestWriteTurns(t *testing.T) {
+	turns := []turnResult{
+		{Session: 1, Turn: 1, Transcript: "b", HeardMs: ms(700), PromptTokens: 35, CachedTokens: 34},
+		{Session: 0, Turn: 2, Transcript: "a2", TTFTMs: map[string]float64{"ttft_queue": 3}},
+		{Session: 0, Turn: 1, Transcript: "a1", Marks: map[string]float64{"asr_final": 512}},
+	}
+	var buf, progress bytes.Buffer
+	writeTurns(&buf, 2, turns, &progress)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 || progress.Len() != 0 {
+		t.Fatalf("lines %q, progress %q", lines, progress.String())
+	}
+	var got []turnLine
+	for _, l := range lines {
+		var tl turnLine
+		if err := json.Unmarshal([]byte(l), &tl); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tl)
+	}
+	if got[0].Transcript != "a1" || got[1].Transcript != "a2" || got[2].Transcript != "b" {
+		t.Errorf("order %+v", got)
+	}
+	if got[0].Sessions != 2 || got[0].Marks["asr_final"] != 512 || got[1].TTFTMs["ttft_queue"] != 3 ||
+		got[2].HeardMs == nil || *got[2].HeardMs != 700 || got[2].PromptTokens != 35 || got[2].CachedTokens != 34 {
+		t.Errorf("fields %+v", got)
+	}
+	if got[0].HeardMs != nil || !strings.Contains(lines[0], `"heard_ms":null`) {
+		t.Errorf("a turn without audio: %s", lines[0])
+	}
+}
