@@ -109,11 +109,7 @@ func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io
 	be.TTS, closers = synth, append(closers, synth)
 	if t := c.Pipeline.Turn; t.Mode == string(endturn.ModeSemantic) {
 		// Its own small engine, whatever the LLM backend: loaded once here.
-		sessions := int(c.Server.MaxSessions)
-		if sessions <= 0 { // auto: room for a cache per session of a busy server
-			sessions = 64
-		}
-		eou, err := endturn.OpenLM(t.Model, t.Threads, sessions)
+		eou, err := endturn.OpenLM(t.Model, t.Threads, sessionCaches(c))
 		if err != nil {
 			return fail(fmt.Errorf("pipeline.turn.model (%s): %w", c.Origin("pipeline.turn.model"), err))
 		}
@@ -187,9 +183,27 @@ func newSphinx(c *config.Config) (asr.Recognizer, io.Closer, error) {
 // config makes; `voxpipe bench asr` sets it to collect n-best lists.
 var sphinxRescoreObserver func(asrsphinx.Rescored)
 
+// sessionCaches is how many conversation caches an engine keeps for the
+// voice sessions: one per session the server admits (64 with
+// max_sessions: auto, room for a busy server).
+func sessionCaches(c *config.Config) int {
+	if n := int(c.Server.MaxSessions); n > 0 {
+		return n
+	}
+	return 64
+}
+
 func newEngine(c *config.Config) (llm.Model, io.Closer, error) {
 	e := c.LLM.Engine
 	ec := engine.DefaultConfig()
+	// A KV cache per voice session, besides the default's for /v1 clients.
+	// With the default's 4 alone, eight sessions evicted each other's: the
+	// early-start prefill made while a person spoke and the history were
+	// gone by the final request, which prefilled the whole prompt again
+	// (cached_tokens 0 on most turns at 8 sessions; docs/performance.md).
+	// The caches grow with their conversations (kvGrowStep) and CacheBytes
+	// still bounds them all.
+	ec.Conversations += sessionCaches(c)
 	ec.ModelPath = e.Model
 	ec.DraftPath = e.DraftModel
 	ec.PromptLookup = e.PromptLookup
