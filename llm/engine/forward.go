@@ -13,6 +13,7 @@ const (
 	opMat  = iota // up to three independent matrix products (q/k/v, wo, down, logits)
 	opFFN         // gate and up over the same rows, then silu(gate)*up
 	opAttn        // one (token, head) pair per chunk
+	opRead        // the bandwidth probe: one rt.reads entry per chunk
 )
 
 // defaultBatch is how many prompt tokens go through one forward pass: every
@@ -154,6 +155,8 @@ type compute struct {
 	// prepInAttn: the attention job also prepares each row's heads
 	// (prepHeads), as no row reads another's keys.
 	prepInAttn bool
+
+	reads []readChunk // opRead's chunks (BenchBandwidth)
 
 	oneSeg [1]segment // forward's single segment
 	rowIdx []int32    // 0, 1, ..., maxBatch-1: "every row" for logitsFor
@@ -435,6 +438,9 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 			rt.prepHeads(j, g)
 		}
 		rt.attend(j, g, rt.scratch[worker])
+	case opRead:
+		c := &rt.reads[chunk]
+		sink.Add(kernels.ReadStream(c.a) ^ kernels.ReadStream(c.b))
 	}
 }
 
