@@ -116,6 +116,14 @@ static inline __attribute__((always_inline)) void KN_FN(store16)(float *out, __m
 		out[i] = r[i];
 }
 
+// x16row's prefetch distance and hint, settable apart from the tiles' (0: no software prefetch).
+#ifndef KN_X16ROW_PF
+#define KN_X16ROW_PF KN_X16_PF
+#endif
+#ifndef KN_X16ROW_HINT
+#define KN_X16ROW_HINT KN_X16_HINT
+#endif
+
 // x16row is x16tile for one activation row (decoding) on AVX2: both 8-row halves in one pass over
 // the group, so every cache line is read once and prefetching never pauses (taking the halves in
 // turn streamed the group from memory in the first and re-read it from cache, prefetching nothing,
@@ -127,9 +135,9 @@ static inline __attribute__((always_inline)) void KN_FN(x16row)(const uint8_t *g
 	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 512;
-		if (pf) {
+		if (KN_X16ROW_PF > 0 && pf) {
 			for (int l = 0; l < 512; l += 64)
-				_mm_prefetch((const char *)(wb + KN_X16_PF + l), KN_X16_HINT);
+				_mm_prefetch((const char *)(wb + KN_X16ROW_PF + l), KN_X16ROW_HINT);
 			if ((b & 1) == 0)
 				_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 		}
