@@ -240,8 +240,10 @@ type benchReport struct {
 	PromptCPUSeconds float64 `json:"prompt_cpu_s"`
 	DecodeCPUSeconds float64 `json:"decode_cpu_s"`
 	PeakRSSBytes     int64   `json:"peak_rss_bytes"`
-	// The bandwidth probe: a plain streaming read of DecodeBytes with the
-	// same threads; decode_fraction = decode speed × decode_bytes / it.
+	// The bandwidth probe (Engine.BenchBandwidth): a plain streaming read of
+	// the weights a decode step reads, on the engine's threads in the
+	// decode's chunks, best of 3 passes before and 3 after the bench;
+	// decode_fraction = decode speed × decode_bytes / it.
 	DecodeBytes    int64        `json:"decode_bytes"`
 	BandwidthGBs   float64      `json:"bandwidth_gb_s"`
 	DecodeGBs      float64      `json:"decode_gb_s"`
