@@ -40,7 +40,8 @@ import (
 //
 // The utterances are made at run time and never written to disk: complete
 // questions and sentences with a 300-1200 ms pause at a comma or inside a
-// phrase, spoken by flite and espeak-ng voices, plus the real recordings of
+// phrase (put into the whole synthesized sentence, speakPaused), spoken by
+// flite and espeak-ng voices, plus the real recordings of
 // pocketsphinx-testdata (each is one turn: a commit inside it is a cut-off).
 
 const benchRate = 16000
@@ -550,17 +551,71 @@ func benchVoices() ([]benchVoice, error) {
 
 // speak synthesizes text at 16 kHz with its leading and trailing silence cut.
 func speak(ctx context.Context, s tts.Synthesizer, text string) ([]int16, error) {
+	pcm, _, err := synthesize(ctx, s, text)
+	if err != nil {
+		return nil, err
+	}
+	out, err := audibleAt16k(pcm, s.SampleRate())
+	if err != nil {
+		return nil, fmt.Errorf("%w in %q", err, text)
+	}
+	return out, nil
+}
+
+// speakPaused synthesizes first and rest as one sentence and cuts it after
+// first's last word (at the synthesizer's word mark), so that the words
+// before the pause keep the pitch and timing of the middle of a sentence, as
+// when a person pauses, rather than the fall of a sentence end that
+// synthesizing first alone would give them. The synthesizer's own gap at
+// the cut (a comma's) is left out: the caller inserts the pause.
+func speakPaused(ctx context.Context, s tts.Synthesizer, first, rest string) (a, b []int16, err error) {
+	text := first + " " + rest
+	pcm, marks, err := synthesize(ctx, s, text)
+	if err != nil {
+		return nil, nil, err
+	}
+	words := len(strings.TrimRight(first, " ,;:.!?"))
+	cut := -1
+	for _, m := range marks {
+		if m.TextEnd >= words {
+			cut = m.EndSample
+			break
+		}
+	}
+	if cut <= 0 || cut >= len(pcm) {
+		return nil, nil, fmt.Errorf("no word mark between %q and %q (marks %v)", first, rest, marks)
+	}
+	if a, err = audibleAt16k(pcm[:cut], s.SampleRate()); err != nil {
+		return nil, nil, fmt.Errorf("%w before the pause in %q", err, text)
+	}
+	if b, err = audibleAt16k(pcm[cut:], s.SampleRate()); err != nil {
+		return nil, nil, fmt.Errorf("%w after the pause in %q", err, text)
+	}
+	return a, b, nil
+}
+
+// synthesize returns text's audio at the synthesizer's rate and its word
+// marks (sample offsets into that audio).
+func synthesize(ctx context.Context, s tts.Synthesizer, text string) ([]int16, []tts.WordMark, error) {
 	ch := make(chan tts.Chunk, 16)
 	errc := make(chan error, 1)
 	go func() { errc <- s.Synthesize(ctx, text, ch); close(ch) }()
 	var pcm []int16
+	var marks []tts.WordMark
 	for c := range ch {
+		marks = append(marks, c.Words...)
 		pcm = append(pcm, c.PCM...)
 	}
 	if err := <-errc; err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if rate := s.SampleRate(); rate != benchRate {
+	return pcm, marks, nil
+}
+
+// audibleAt16k resamples pcm to 16 kHz and cuts its leading and trailing
+// silence.
+func audibleAt16k(pcm []int16, rate int) ([]int16, error) {
+	if rate != benchRate {
 		rs, err := audio.NewResampler(rate, benchRate)
 		if err != nil {
 			return nil, err
@@ -569,7 +624,7 @@ func speak(ctx context.Context, s tts.Synthesizer, text string) ([]int16, error)
 	}
 	start, end := audio.FirstAudible(pcm, benchRate), audio.AudibleEnd(pcm, benchRate)
 	if start < 0 || end <= start {
-		return nil, fmt.Errorf("no audible speech for %q", text)
+		return nil, errors.New("no audible speech")
 	}
 	return pcm[start:end], nil
 }
@@ -621,13 +676,9 @@ func benchCorpus(ctx context.Context, seed uint64, only string, limit int, realD
 	n = 0
 	for i := 0; i < 2*len(benchPaused) && want("paused", n); i++ {
 		p, v := benchPaused[i%len(benchPaused)], voices[(i+1+i/len(benchPaused))%len(voices)]
-		a, err := speak(ctx, v.synth, p[0])
+		a, b, err := speakPaused(ctx, v.synth, p[0], p[1])
 		if err != nil {
-			return nil, err
-		}
-		b, err := speak(ctx, v.synth, p[1])
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", v.name, err)
 		}
 		pause := 300 + rng.IntN(901)
 		pcm := append(silence(300, rng), a...)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -67,5 +68,36 @@ func TestTurnsReportWithoutCompleteQuestions(t *testing.T) {
 	}
 	if rep.Semantic.RealHeardP50 != 250 || rep.Silence.RealCutOffs != 1 || rep.Semantic.HeardP50Ms != 0 {
 		t.Errorf("semantic %+v, silence %+v", rep.Semantic, rep.Silence)
+	}
+}
+
+// A paused item is one synthesized sentence cut at the word mark after its
+// first part: both parts are speech, together about the whole sentence
+// (less the synthesizer's own gap at a comma), split where the words are.
+func TestSpeakPaused(t *testing.T) {
+	voices, err := benchVoices()
+	if err != nil {
+		t.Skipf("no TTS voice: %v", err)
+	}
+	ctx := context.Background()
+	for _, v := range voices {
+		for _, p := range [][2]string{{"Set an alarm for", "six thirty in the morning."}, {"If it rains tomorrow,", "should I take an umbrella to work?"}} {
+			a, b, err := speakPaused(ctx, v.synth, p[0], p[1])
+			if err != nil {
+				t.Fatalf("%s %q: %v", v.name, p, err)
+			}
+			whole, err := speak(ctx, v.synth, p[0]+" "+p[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Each part's audible span may keep a few ms of its edges.
+			n := len(a) + len(b)
+			if n > len(whole)+benchRate/50 || n < len(whole)*7/10 {
+				t.Errorf("%s %q: parts %d + %d samples, the whole sentence %d", v.name, p, len(a), len(b), len(whole))
+			}
+			if f := float64(len(a)) / float64(n); f < 0.2 || f > 0.6 {
+				t.Errorf("%s %q: the first part is %.2f of the speech; the cut is not after %q", v.name, p, f, p[0])
+			}
+		}
 	}
 }
