@@ -25,11 +25,30 @@ const asrBacklogFrames = 3000
 // audio-in's ring without a copy.
 const asrBacklogAt = asrQueueFrames / 5
 
+// asrReplayMax bounds the audio an utterance keeps for asrResume (20 s,
+// 640 KB): an utterance longer than that is no longer split at its pauses,
+// so that a long turn is not decoded again and again.
+const asrReplayMax = 20 * asrRate
+
 // ASRBufferObserver is an optional Observer method: n frames were kept in
 // the ASR stage's backlog because recognition fell behind real time (web's
 // metrics count them as voxpipe_asr_frames_buffered_total).
 type ASRBufferObserver interface {
 	ASRFramesBuffered(n int)
+}
+
+// How a final made at a pause (Config.PauseFinal) ended.
+const (
+	PauseFinalCommitted = "committed" // the utterance ended in that pause: it was the final
+	PauseFinalResumed   = "resumed"   // speech went on: the utterance was decoded again
+)
+
+// PauseFinalObserver is an optional Observer method: a final made at a pause
+// ended as result; replayed is the audio decoded again for a resumption
+// (web's metrics count voxpipe_asr_pause_finals_total{result} and
+// voxpipe_asr_replayed_seconds_total, the CPU it costs).
+type PauseFinalObserver interface {
+	PauseFinalEnded(result string, replayed time.Duration)
 }
 
 // asrStage owns the utterance's asr.Stream: it is the only goroutine that
@@ -51,6 +70,15 @@ type asrStage struct {
 	results      <-chan asr.Result
 	trace        *traceRec
 	firstPartial bool
+
+	// Config.PauseFinal: the utterance's audio so far (keep), and the
+	// final of the stream an asrSplit ended while the person pauses
+	// (split; stream is nil then).
+	keep      bool
+	utt       []int16
+	uttTooBig bool
+	split     bool
+	splitText string
 }
 
 func (a *asrStage) run(ctx context.Context, in <-chan asrCmd, toHub chan<- asrEvent) error {
@@ -166,18 +194,36 @@ func (a *asrStage) command(ctx context.Context, c asrCmd, in <-chan asrCmd, toHu
 			return a.fail(ctx, toHub, fmt.Errorf("asr: start: %w", err))
 		}
 		a.stream, a.results, a.trace, a.firstPartial = st, st.Results(), c.trace, false
+		a.split, a.utt, a.uttTooBig = false, a.utt[:0], false
+		a.remember(c.pcm)
 		return a.write(ctx, c.pcm, toHub)
 	case asrFrame:
-		return a.write(ctx, c.pcm, toHub)
-	case asrPause:
-		if a.stream == nil || a.trace == nil {
-			return nil
+		a.remember(c.pcm)
+		if a.split {
+			return nil // kept for asrResume
 		}
-		if err := a.write(ctx, nil, toHub); err != nil { // what is ready first
+		return a.write(ctx, c.pcm, toHub)
+	case asrSplit:
+		return a.splitAt(ctx, c.seq, toHub)
+	case asrResume:
+		return a.resume(ctx, in, toHub)
+	case asrPause:
+		return a.pause(ctx, c.seq, toHub)
+	case asrEnd:
+		if a.split {
+			// The final was made at the pause and nothing was said since.
+			text := a.splitText
+			a.split, a.splitText = false, ""
+			if o, ok := a.obs.(PauseFinalObserver); ok {
+				o.PauseFinalEnded(PauseFinalCommitted, 0)
+			}
+			if a.trace != nil {
+				a.trace.setPauseFinal()
+			}
+			err := a.result(ctx, asr.Result{Text: text, Final: true, At: time.Now()}, toHub)
+			a.trace = nil
 			return err
 		}
-		return a.send(ctx, toHub, asrEvent{trace: a.trace, pause: c.seq})
-	case asrEnd:
 		if a.stream == nil {
 			return nil
 		}
@@ -205,6 +251,119 @@ func (a *asrStage) command(ctx context.Context, c asrCmd, in <-chan asrCmd, toHu
 			}
 		}
 		a.stream, a.trace = nil, nil
+	}
+	return nil
+}
+
+// pause reports pause seq once the audio before it is recognised.
+func (a *asrStage) pause(ctx context.Context, seq int, toHub chan<- asrEvent) error {
+	if a.stream == nil || a.trace == nil {
+		return nil
+	}
+	if err := a.write(ctx, nil, toHub); err != nil { // what is ready first
+		return err
+	}
+	return a.send(ctx, toHub, asrEvent{trace: a.trace, pause: seq})
+}
+
+// remember keeps pcm for a resumption after a split (Config.PauseFinal).
+func (a *asrStage) remember(pcm []int16) {
+	if !a.keep || a.uttTooBig {
+		return
+	}
+	if len(a.utt)+len(pcm) > asrReplayMax {
+		a.uttTooBig, a.utt = true, a.utt[:0]
+		return
+	}
+	a.utt = append(a.utt, pcm...)
+}
+
+// splitAt ends the stream at pause seq and reports its final as the
+// utterance's partial, then the pause: the end-of-turn score, a speculative
+// answer and a commit in this pause get the final's words.
+func (a *asrStage) splitAt(ctx context.Context, seq int, toHub chan<- asrEvent) error {
+	if a.stream == nil || a.trace == nil || a.uttTooBig {
+		return a.pause(ctx, seq, toHub)
+	}
+	text, err := a.closeStream(ctx, toHub)
+	if err != nil {
+		return err
+	}
+	if a.trace == nil { // the stream failed
+		return nil
+	}
+	a.split, a.splitText = true, text
+	if text != "" {
+		if err := a.send(ctx, toHub, asrEvent{trace: a.trace, text: text}); err != nil {
+			return err
+		}
+	}
+	return a.send(ctx, toHub, asrEvent{trace: a.trace, pause: seq, pauseFinal: true})
+}
+
+// closeStream closes the stream and returns its final without reporting it
+// (partials still waiting are dropped: the final supersedes them). A
+// failure is reported as asrEnd reports one, and the utterance is over.
+func (a *asrStage) closeStream(ctx context.Context, toHub chan<- asrEvent) (string, error) {
+	closeErr := a.stream.Close()
+	text := ""
+	for a.results != nil {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case r, ok := <-a.results:
+			if !ok {
+				a.results = nil
+			} else if r.Final {
+				text = r.Text
+			}
+		}
+	}
+	a.stream = nil
+	if closeErr != nil {
+		a.trace = nil
+		return "", a.fail(ctx, toHub, fmt.Errorf("asr: %w", closeErr))
+	}
+	return text, nil
+}
+
+// resume starts a new stream for speech after a split and feeds it the
+// utterance from its first sample, so that its final covers the whole
+// utterance in one decode as if there had been no split. The partials of
+// that catching up are not reported: they repeat what was said.
+func (a *asrStage) resume(ctx context.Context, in <-chan asrCmd, toHub chan<- asrEvent) error {
+	if !a.split {
+		return nil
+	}
+	a.split, a.splitText = false, ""
+	if o, ok := a.obs.(PauseFinalObserver); ok {
+		o.PauseFinalEnded(PauseFinalResumed, time.Duration(len(a.utt))*time.Second/asrRate)
+	}
+	st, err := a.start(ctx, in)
+	if err != nil {
+		a.trace = nil
+		return a.fail(ctx, toHub, fmt.Errorf("asr: start: %w", err))
+	}
+	a.stream, a.results = st, st.Results()
+	const piece = asrRate / 2 // drain between writes, as the contract asks
+	for off := 0; off < len(a.utt); off += piece {
+		if err := st.Write(a.utt[off:min(off+piece, len(a.utt))]); err != nil {
+			a.abort()
+			return a.fail(ctx, toHub, fmt.Errorf("asr: write: %w", err))
+		}
+		for drained := false; !drained && a.results != nil; {
+			select {
+			case _, ok := <-a.results:
+				if !ok {
+					a.results = nil // the stream's context ended
+				}
+			default:
+				drained = true
+			}
+		}
+		if len(in) >= asrBacklogAt {
+			a.take(in) // the live audio waits in the backlog, not dropped
+		}
 	}
 	return nil
 }
@@ -311,4 +470,5 @@ func (a *asrStage) abort() {
 		_ = a.stream.Close()
 	}
 	a.stream, a.results, a.trace = nil, nil, nil
+	a.split, a.splitText = false, ""
 }

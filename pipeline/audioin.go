@@ -19,9 +19,9 @@ import (
 // share the cores, so 1 s dropped speech under load; 3 s costs 96 KB.
 const asrQueueFrames = 150
 
-// asrQueueReserve slots are kept free for asrStart/asrEnd, which are never
-// dropped.
-const asrQueueReserve = 2
+// asrQueueReserve slots are kept free for asrStart, asrResume and asrEnd,
+// which are never dropped.
+const asrQueueReserve = 3
 
 // audioIn is the audio-in stage: the synchronous chain
 // resample(InputRate→16k) → framer(20 ms) → VAD, then frames to the ASR
@@ -64,6 +64,7 @@ type audioIn struct {
 	pauseFrames  int // silence that counts as a pause (speculative answers)
 	pauseSent    bool
 	pauseSeq     int
+	splitSent    bool // an asrSplit went out for this pause (Config.PauseFinal)
 
 	// Per utterance.
 	uttSeq       int
@@ -236,7 +237,7 @@ func (a *audioIn) endUtterance(back int) {
 		}
 		a.utt.setEndpoint(time.Duration(back)*frameDur, score, scored)
 	}
-	a.utt, a.pauseSent = nil, false
+	a.utt, a.pauseSent, a.splitSent = nil, false, false
 	a.err = a.sendASR(asrCmd{kind: asrEnd})
 	if ended != nil && a.err == nil {
 		a.err = a.sendHub(inputEvent{kind: inputCommit, utt: ended.utt, at: a.arrived})
@@ -275,11 +276,32 @@ func (a *audioIn) checkEnd() {
 	if n == 0 {
 		if a.pauseSent {
 			a.pauseSent = false
+			if a.splitSent {
+				// Behind the frame that resumed, which the stage keeps.
+				a.splitSent = false
+				if a.err = a.sendASR(asrCmd{kind: asrResume}); a.err != nil {
+					return
+				}
+			}
 			a.err = a.sendHub(inputEvent{kind: inputResume, utt: a.uttSeq, seq: a.pauseSeq, at: a.arrived})
 		}
 		return
 	}
-	if n == a.pauseFrames && !a.pauseSent && len(a.toASR) < cap(a.toASR)-asrQueueReserve {
+	room := len(a.toASR) < cap(a.toASR)-asrQueueReserve
+	if a.cfg.PauseFinal > 0 && n >= a.pauseFrames && !a.splitSent && room && (a.pauseSent || n == a.pauseFrames) {
+		// The partial may end the turn: have the recogniser's final for
+		// it. Checked on every silent frame of the pause, as the score of
+		// the last words can come after the pause began.
+		if _, score, ok := a.endWait.load(a.uttSeq); ok && score >= a.cfg.PauseFinal {
+			if !a.pauseSent { // the split reports the pause itself
+				a.pauseSent = true
+				a.pauseSeq++
+			}
+			a.splitSent = true
+			a.toASR <- asrCmd{kind: asrSplit, seq: a.pauseSeq}
+		}
+	}
+	if n == a.pauseFrames && !a.pauseSent && room {
 		// The pause travels behind the frames before it, so the turn
 		// manager hears of it with the partial of everything said (the
 		// recogniser lags the audio under load). A full queue skips it.

@@ -71,6 +71,15 @@ type Config struct {
 	// Speculative starts the answer on a pause in semantic mode, before the
 	// commit, and holds its audio (speculate.go).
 	Speculative bool
+	// PauseFinal (semantic mode): at a pause whose partial scores at least
+	// this, the ASR stage ends the recogniser's utterance there, so that the
+	// end-of-turn score, the speculative answer and a commit during the pause
+	// all have the final's words (a recogniser's final, after its best-path
+	// and rescoring passes, often differs from its last partial), and the
+	// commit does not wait for the final. Speech after the pause starts a new
+	// stream fed the utterance's audio from its start, so the final still
+	// covers the whole utterance in one decode. 0 = never (asrstage.go).
+	PauseFinal float64
 
 	// Faults (docs/security.md). LLMStallTimeout fails a turn whose LLM
 	// sends nothing (not its first token, not the next) for this long;
@@ -198,7 +207,10 @@ func (cfg Config) validate(be Backends) (Config, error) {
 		}
 		cfg.VAD.EndSilenceMs = cfg.Turn.MaxSilenceMs
 	} else {
-		cfg.Speculative = false
+		cfg.Speculative, cfg.PauseFinal = false, 0
+	}
+	if cfg.PauseFinal < 0 || cfg.PauseFinal > 1 {
+		return cfg, fmt.Errorf("%w: PauseFinal %v: want a score in [0, 1]", ErrConfig, cfg.PauseFinal)
 	}
 	cfg.VAD.SampleRate = asrRate
 	if cfg.VAD.FrameMs == 0 {

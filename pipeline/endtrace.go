@@ -19,6 +19,9 @@ type EndOfTurn struct {
 	// SpeculativeLeadMs is how long before the final transcript the
 	// speculative answer started: the head start it had over a normal turn.
 	SpeculativeLeadMs *float64 `json:"speculative_lead_ms,omitempty"`
+	// PauseFinal: the final transcript was made at the pause the turn
+	// ended in (Config.PauseFinal), before the commit.
+	PauseFinal bool `json:"pause_final,omitempty"`
 }
 
 // setEndpoint records the commit: the silence waited and the score (NaN
@@ -31,6 +34,13 @@ func (r *traceRec) setEndpoint(silence time.Duration, score float64, scored bool
 		s := score
 		r.eot.EOUScore = &s
 	}
+}
+
+// setPauseFinal marks the final transcript as made at the pause.
+func (r *traceRec) setPauseFinal() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.eot.PauseFinal = true
 }
 
 // setSpeculative marks the turn's answer as speculative, started lead

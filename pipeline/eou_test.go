@@ -241,3 +241,129 @@ func TestSpeculationDiscardedOnResume(t *testing.T) {
 		h.close()
 	})
 }
+
+// TestPauseFinal: with Config.PauseFinal, a pause whose partial may end the
+// turn ends the recogniser's utterance there, so the speculation answers
+// the final's words (the fake recogniser's partial is only the first word)
+// and the commit promotes it without waiting for another final. Without
+// it, the speculation on the partial is discarded at the commit.
+func TestPauseFinal(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		pauseFinal float64
+		promoted   bool
+	}{{"off", 0, false}, {"on", 0.05, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := semanticConfig()
+				cfg.Speculative, cfg.PauseFinal = true, tc.pauseFinal
+				h, a := newPauseFinalHarness(t, cfg, &fixedScorer{score: 0.9}, "what time is it", answer("Noon."), answer("Noon."))
+				h.audio(false, 200)
+				h.audio(true, 400)
+				h.audio(false, 1500)
+				outs := h.until("trace event", isEvent(EventTrace))
+				tr := events(outs, EventTrace)[0]
+				if tr.Speculative != tc.promoted {
+					t.Errorf("trace speculative %v, want %v", tr.Speculative, tc.promoted)
+				}
+				if tr.PauseFinal != tc.promoted {
+					t.Errorf("trace pause_final %v, want %v", tr.PauseFinal, tc.promoted)
+				}
+				if tr.EndSilenceMs != 160 {
+					t.Errorf("end_silence_ms %d, want 160 (the partial reads complete)", tr.EndSilenceMs)
+				}
+				var finals []string
+				for _, e := range events(outs, EventTranscript) {
+					if e.Final {
+						finals = append(finals, e.Text)
+					}
+				}
+				if len(finals) != 1 || finals[0] != "what time is it" {
+					t.Errorf("final transcripts %q, want one, the whole utterance", finals)
+				}
+				a.mu.Lock()
+				started, closed := a.started, len(a.closed)
+				a.mu.Unlock()
+				if started != 1 || closed != 1 {
+					t.Errorf("%d streams started, %d closed; want 1 and 1", started, closed)
+				}
+				wantReqs := 2 // the discarded speculation, then the turn
+				if tc.promoted {
+					wantReqs = 1
+				}
+				if n := len(h.llm.requests()); n != wantReqs {
+					t.Errorf("%d LLM requests, want %d", n, wantReqs)
+				}
+				synctest.Wait()
+				checkHistory(t, h.s.History(), []llm.Message{
+					{Role: llm.RoleSystem, Content: cfg.SystemPrompt},
+					{Role: llm.RoleUser, Content: "what time is it"},
+					{Role: llm.RoleAssistant, Content: "Noon."},
+				})
+				h.close()
+			})
+		})
+	}
+}
+
+// TestPauseFinalResume: speech after a pause that was finalised starts a new
+// stream that is given the utterance from its first sample, so the one final
+// transcript is the whole utterance's, decoded in one piece; the speculation
+// of the first pause is discarded and the last pause's is committed.
+func TestPauseFinalResume(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := semanticConfig()
+		cfg.Speculative, cfg.PauseFinal = true, 0.05
+		h, a := newPauseFinalHarness(t, cfg, &fixedScorer{score: 0.9}, "set an alarm for six", answer("Done."), answer("Done."))
+		h.audio(false, 200)
+		h.audio(true, 400)
+		h.audio(false, 100) // a pause, shorter than the 160 ms wait: finalised, then
+		h.audio(true, 400)  // speech again
+		h.audio(false, 1500)
+		outs := h.until("trace event", isEvent(EventTrace))
+		var finals []string
+		for _, e := range events(outs, EventTranscript) {
+			if e.Final {
+				finals = append(finals, e.Text)
+			}
+		}
+		if len(finals) != 1 || finals[0] != "set an alarm for six" {
+			t.Errorf("final transcripts %q, want one", finals)
+		}
+		a.mu.Lock()
+		started, closed := a.started, append([]int(nil), a.closed...)
+		a.mu.Unlock()
+		// The second stream had the first one's audio, the pause and the
+		// rest of the speech: at least 400+100+400 ms.
+		if started != 2 || len(closed) != 2 || closed[1] <= closed[0] || closed[1] < asrRate*900/1000 {
+			t.Errorf("%d streams started, closed with %v samples; want 2, the second with the whole utterance", started, closed)
+		}
+		tr := events(outs, EventTrace)[0]
+		if !tr.Speculative {
+			t.Error("the last pause's speculation was not committed")
+		}
+		if c, d := h.obs.speculations(SpeculationCommitted), h.obs.speculations(SpeculationDiscarded); c != 1 || d != 1 {
+			t.Errorf("observed %d committed, %d discarded speculations; want 1 and 1", c, d)
+		}
+		h.obs.mu.Lock()
+		pf, replayed := h.obs.finals, h.obs.replayed
+		h.obs.mu.Unlock()
+		if pf[PauseFinalResumed] != 1 || pf[PauseFinalCommitted] != 1 || replayed < 500*time.Millisecond {
+			t.Errorf("pause finals observed %v, %v replayed; want one resumed (at least the first 400 ms of speech and the pause again) and one committed", pf, replayed)
+		}
+		if n := audioFrames(outs); n != 5 { // one word of 100 ms
+			t.Errorf("%d audio frames, want 5 (one answer)", n)
+		}
+		h.close()
+	})
+}
+
+func newPauseFinalHarness(t *testing.T, cfg Config, sc endturn.Scorer, said string, scripts ...llmScript) (*harness, *fakeASR) {
+	a, m, s := newBackends([]string{said}, scripts...)
+	h := &harness{t: t, cfg: cfg, llm: m, tts: s, obs: &recObserver{}}
+	sess, err := NewSession("test", cfg, Backends{ASR: a, LLM: m, TTS: s, EOU: sc}, h.obs, zerolog.Nop())
+	if err != nil {
+		t.Fatalf("NewSession: %v", err)
+	}
+	return h.start(sess, m), a
+}

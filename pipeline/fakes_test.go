@@ -37,7 +37,8 @@ type fakeASR struct {
 	// loaded on demand, a remote handshake).
 	startDelay time.Duration
 	started    int
-	written    int // samples written to all streams
+	written    int   // samples written to all streams
+	closed     []int // samples each closed stream was given, in order
 }
 
 func (f *fakeASR) Start(ctx context.Context, sampleRate int) (asr.Stream, error) {
@@ -109,6 +110,9 @@ func (s *fakeStream) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.rec.mu.Lock()
+	s.rec.closed = append(s.rec.closed, s.samples)
+	s.rec.mu.Unlock()
 	text := s.text
 	if s.samples < s.need {
 		text = ""
@@ -271,6 +275,18 @@ type recObserver struct {
 	buffered int
 	limited  int            // TurnLimited calls
 	specs    map[string]int // SpeculationEnded calls by result
+	finals   map[string]int // PauseFinalEnded calls by result
+	replayed time.Duration
+}
+
+func (o *recObserver) PauseFinalEnded(result string, replayed time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.finals == nil {
+		o.finals = map[string]int{}
+	}
+	o.finals[result]++
+	o.replayed += replayed
 }
 
 func (o *recObserver) SpeculationEnded(result string) {

@@ -12,6 +12,13 @@ const (
 	asrFrame                   // feed pcm (a ring slot, see audioIn.forward)
 	asrEnd                     // close the stream and deliver its final
 	asrPause                   // semantic mode: a pause began here; report it once the audio before it is recognised
+	// asrSplit (Config.PauseFinal): end the recogniser's utterance here and
+	// report its final as the partial, then the pause (seq); the stream
+	// stays closed until asrResume or asrEnd.
+	asrSplit
+	// asrResume: speech after an asrSplit; recognition starts again from
+	// the utterance's first sample.
+	asrResume
 )
 
 // asrCmd goes from the audio-in stage to the ASR stage.
@@ -19,7 +26,7 @@ type asrCmd struct {
 	kind  asrCmdKind
 	pcm   []int16   // 16 kHz
 	trace *traceRec // asrStart: the utterance's marks
-	seq   int       // asrPause: the pause's number in the session
+	seq   int       // asrPause, asrSplit: the pause's number in the session
 }
 
 // inputKind says what an inputEvent reports.
@@ -51,6 +58,9 @@ type asrEvent struct {
 	// pause > 0: not a transcript but the pause of that number, reported
 	// after every frame before it was recognised (the partials are current).
 	pause int
+	// pauseFinal: the partial before this pause is the recogniser's final
+	// for the words so far (asrSplit).
+	pauseFinal bool
 }
 
 // llmEvent goes from the LLM stage to the turn manager: a delta, or done.

@@ -141,7 +141,7 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	}
 	stageLog := func(name string) zerolog.Logger { return s.log.With().Str("stage", name).Logger() }
 	ain, fwd := s.ain, s.fwd
-	asrSt := &asrStage{rec: s.be.ASR, log: stageLog("asr"), obs: s.obs, inputRate: s.cfg.InputRate}
+	asrSt := &asrStage{rec: s.be.ASR, log: stageLog("asr"), obs: s.obs, inputRate: s.cfg.InputRate, keep: s.cfg.PauseFinal > 0}
 	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm"), stall: s.cfg.LLMStallTimeout, apology: s.cfg.Apology}
 	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts")}
 	pc := newPacer(s.cfg, s.obs, stageLog("out"))

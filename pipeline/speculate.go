@@ -72,9 +72,14 @@ func (h *hub) resumed(m inputEvent) {
 }
 
 // pauseMark handles a pause, reported by the ASR stage once the audio before
-// it was recognised: the partial seen now is what the person said.
+// it was recognised: the partial seen now is what the person said. When the
+// recogniser made its final there (Config.PauseFinal) after a speculation
+// had started on the partial, a final with other words replaces it.
 func (h *hub) pauseMark(m asrEvent) {
 	p := h.partialSeen
+	if sp := h.spec; sp != nil && m.pauseFinal && sp.utt == m.trace && p.utt == m.trace && !sameWords(sp.text, p.text) {
+		h.discardSpeculation("the recogniser's final differs from the partial")
+	}
 	if !h.cfg.Speculative || m.pause <= h.resumedSeq || h.spec != nil || h.cur != nil || h.pending != nil ||
 		p.utt == nil || p.utt != m.trace || p.text == "" {
 		return
@@ -195,5 +200,5 @@ func (r *traceRec) adopt(u *traceRec) {
 		}
 	}
 	r.early += early
-	r.eot.EOUScore, r.eot.EndSilenceMs = eot.EOUScore, eot.EndSilenceMs
+	r.eot.EOUScore, r.eot.EndSilenceMs, r.eot.PauseFinal = eot.EOUScore, eot.EndSilenceMs, eot.PauseFinal
 }

@@ -27,6 +27,8 @@ type Metrics struct {
 	activeSessions prometheus.Gauge
 	framesDropped  *prometheus.CounterVec
 	asrBuffered    prometheus.Counter
+	pauseFinals    *prometheus.CounterVec
+	asrReplayed    prometheus.Counter
 	speculations   *prometheus.CounterVec
 	framesRejected *prometheus.CounterVec
 	sessionsRej    *prometheus.CounterVec
@@ -128,6 +130,18 @@ func NewMetrics() *Metrics {
 		Help: "Audio frames kept in a session's ASR backlog because recognition fell behind real time (kept, not dropped).",
 	})
 	m.registry.MustRegister(m.asrBuffered)
+	m.pauseFinals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voxpipe_asr_pause_finals_total",
+		Help: "Finals the recogniser made at a pause (pipeline.turn.pause_final) by how they ended: committed (the turn ended in that pause) or resumed (speech went on and the utterance was decoded again).",
+	}, []string{"result"})
+	for _, r := range []string{pipeline.PauseFinalCommitted, pipeline.PauseFinalResumed} {
+		m.pauseFinals.WithLabelValues(r)
+	}
+	m.asrReplayed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "voxpipe_asr_replayed_seconds_total",
+		Help: "Audio decoded a second time because speech resumed after a pause final (the recognition CPU it costs).",
+	})
+	m.registry.MustRegister(m.pauseFinals, m.asrReplayed)
 	m.speculations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "voxpipe_speculations_total",
 		Help: "Speculative answers (started on a pause before the turn was committed) by how they ended: committed (played at the commit) or discarded (never reached the client).",
@@ -192,6 +206,13 @@ func (m *Metrics) FrameDropped(reason string) {
 // ASRFramesBuffered counts frames a session's ASR stage kept in its backlog
 // (pipeline.ASRBufferObserver).
 func (m *Metrics) ASRFramesBuffered(n int) { m.asrBuffered.Add(float64(n)) }
+
+// PauseFinalEnded counts how a final made at a pause ended and the audio it
+// had decoded again (pipeline.PauseFinalObserver).
+func (m *Metrics) PauseFinalEnded(result string, replayed time.Duration) {
+	m.pauseFinals.WithLabelValues(result).Inc()
+	m.asrReplayed.Add(replayed.Seconds())
+}
 
 // SpeculationEnded counts how a speculative answer ended
 // (pipeline.SpeculationObserver).
@@ -315,6 +336,12 @@ type sessionObserver struct {
 func (o sessionObserver) ASRFramesBuffered(n int) {
 	if b, ok := o.Observer.(pipeline.ASRBufferObserver); ok {
 		b.ASRFramesBuffered(n)
+	}
+}
+
+func (o sessionObserver) PauseFinalEnded(result string, replayed time.Duration) {
+	if p, ok := o.Observer.(pipeline.PauseFinalObserver); ok {
+		p.PauseFinalEnded(result, replayed)
 	}
 }
 

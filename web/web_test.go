@@ -50,6 +50,8 @@ func TestMetricsExposesNames(t *testing.T) {
 		`voxpipe_frames_dropped_total{reason="input_full"}`, `voxpipe_frames_rejected_total{reason="too_large"}`,
 		`voxpipe_sessions_rejected_total{reason="full"}`, "voxpipe_turns_total",
 		`voxpipe_speculations_total{result="committed"}`, `voxpipe_speculations_total{result="discarded"}`,
+		`voxpipe_asr_pause_finals_total{result="committed"}`, `voxpipe_asr_pause_finals_total{result="resumed"}`,
+		"voxpipe_asr_replayed_seconds_total",
 	}
 	for _, name := range want {
 		if !strings.Contains(string(text), name) {

@@ -209,6 +209,10 @@ type Turn struct {
 	Threads      int     `yaml:"threads"`
 	// Speculative starts the answer on a pause before the turn is committed.
 	Speculative bool `yaml:"speculative"`
+	// PauseFinal: at a pause whose partial scores at least this, the
+	// recogniser finalises the words so far (pipeline.Config.PauseFinal);
+	// 0 = never.
+	PauseFinal float64 `yaml:"pause_final"`
 }
 
 // Values of pipeline.early_start.
@@ -381,7 +385,7 @@ func Default() Config {
 			EarlyStart:            EarlyStartAuto,
 			EarlyStartStableMs:    150,
 			Turn: Turn{Mode: "semantic", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 160, MaxSilenceMs: 1300,
-				Threshold: 0.5, DoubtMs: 800, Threads: 1, Speculative: true},
+				Threshold: 0.5, DoubtMs: 800, Threads: 1, Speculative: true, PauseFinal: 0.1},
 			LLMStallTimeout: 15 * time.Second,
 			MaxTurn:         60 * time.Second,
 			Apology:         "Sorry, something went wrong. Please say that again.",

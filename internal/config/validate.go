@@ -60,6 +60,7 @@ func (c *Config) Validate() error {
 		v.floatRange("pipeline.turn.threshold", p.Turn.Threshold, 0.001, 0.999)
 		v.intRange("pipeline.turn.doubt_ms", p.Turn.DoubtMs, 0, 10000)
 		v.intRange("pipeline.turn.threads", p.Turn.Threads, 1, 64)
+		v.floatRange("pipeline.turn.pause_final", p.Turn.PauseFinal, 0, 1)
 		v.nonEmpty("pipeline.turn.model", p.Turn.Model)
 	}
 
