@@ -30,6 +30,10 @@ const asrBacklogAt = asrQueueFrames / 5
 // so that a long turn is not decoded again and again.
 const asrReplayMax = 20 * asrRate
 
+// asrReplayKeep is the largest utterance buffer kept between utterances
+// (5 s, 160 KB).
+const asrReplayKeep = 5 * asrRate
+
 // ASRBufferObserver is an optional Observer method: n frames were kept in
 // the ASR stage's backlog because recognition fell behind real time (web's
 // metrics count them as voxpipe_asr_frames_buffered_total).
@@ -194,6 +198,9 @@ func (a *asrStage) command(ctx context.Context, c asrCmd, in <-chan asrCmd, toHu
 			return a.fail(ctx, toHub, fmt.Errorf("asr: start: %w", err))
 		}
 		a.stream, a.results, a.trace, a.firstPartial = st, st.Results(), c.trace, false
+		if cap(a.utt) > asrReplayKeep {
+			a.utt = nil // a long utterance's buffer is not held for the session
+		}
 		a.split, a.utt, a.uttTooBig = false, a.utt[:0], false
 		a.remember(c.pcm)
 		return a.write(ctx, c.pcm, toHub)
@@ -335,14 +342,15 @@ func (a *asrStage) resume(ctx context.Context, in <-chan asrCmd, toHub chan<- as
 	if !a.split {
 		return nil
 	}
+	st, err := a.start(ctx, in)
+	if err != nil {
+		// The words before the pause stay the final; what follows is lost,
+		// and the client hears why.
+		return a.fail(ctx, toHub, fmt.Errorf("asr: start: %w", err))
+	}
 	a.split, a.splitText = false, ""
 	if o, ok := a.obs.(PauseFinalObserver); ok {
 		o.PauseFinalEnded(PauseFinalResumed, time.Duration(len(a.utt))*time.Second/asrRate)
-	}
-	st, err := a.start(ctx, in)
-	if err != nil {
-		a.trace = nil
-		return a.fail(ctx, toHub, fmt.Errorf("asr: start: %w", err))
 	}
 	a.stream, a.results = st, st.Results()
 	const piece = asrRate / 2 // drain between writes, as the contract asks

@@ -367,3 +367,36 @@ func newPauseFinalHarness(t *testing.T, cfg Config, sc endturn.Scorer, said stri
 	}
 	return h.start(sess, m), a
 }
+
+// TestPauseFinalResumeFails: when no stream can be started for the speech
+// after a finalised pause, the words before it stay the final (they are
+// answered) and the client gets the error.
+func TestPauseFinalResumeFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := semanticConfig()
+		cfg.Speculative, cfg.PauseFinal = true, 0.05
+		h, a := newPauseFinalHarness(t, cfg, &fixedScorer{score: 0.9}, "set an alarm", answer("For when?"))
+		a.mu.Lock()
+		a.failAfter = 1
+		a.mu.Unlock()
+		h.audio(false, 200)
+		h.audio(true, 400)
+		h.audio(false, 100)
+		h.audio(true, 400)
+		h.audio(false, 1500)
+		outs := h.until("trace event", isEvent(EventTrace))
+		var finals []string
+		for _, e := range events(outs, EventTranscript) {
+			if e.Final {
+				finals = append(finals, e.Text)
+			}
+		}
+		if len(finals) != 1 || finals[0] != "set an alarm" {
+			t.Errorf("final transcripts %q, want the words before the pause", finals)
+		}
+		if errs := events(outs, EventError); len(errs) != 1 || errs[0].Code != CodeBackend {
+			t.Errorf("error events %+v, want one %s", errs, CodeBackend)
+		}
+		h.close()
+	})
+}

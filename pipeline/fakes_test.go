@@ -36,7 +36,9 @@ type fakeASR struct {
 	// startDelay, when set, makes every Start take this long (a decoder
 	// loaded on demand, a remote handshake).
 	startDelay time.Duration
-	started    int
+	// failAfter, when > 0, makes every Start after that many fail.
+	failAfter int
+	started   int
 	written    int   // samples written to all streams
 	closed     []int // samples each closed stream was given, in order
 }
@@ -53,6 +55,9 @@ func (f *fakeASR) Start(ctx context.Context, sampleRate int) (asr.Stream, error)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failAfter > 0 && f.started >= f.failAfter {
+		return nil, errors.New("fake asr: no decoder")
+	}
 	text := ""
 	if len(f.transcripts) > 0 {
 		text = f.transcripts[0]
