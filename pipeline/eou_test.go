@@ -272,12 +272,7 @@ func TestPauseFinal(t *testing.T) {
 				if tr.EndSilenceMs != 160 {
 					t.Errorf("end_silence_ms %d, want 160 (the partial reads complete)", tr.EndSilenceMs)
 				}
-				var finals []string
-				for _, e := range events(outs, EventTranscript) {
-					if e.Final {
-						finals = append(finals, e.Text)
-					}
-				}
+				finals := finalTexts(outs)
 				if len(finals) != 1 || finals[0] != "what time is it" {
 					t.Errorf("final transcripts %q, want one, the whole utterance", finals)
 				}
@@ -321,12 +316,7 @@ func TestPauseFinalResume(t *testing.T) {
 		h.audio(true, 400)  // speech again
 		h.audio(false, 1500)
 		outs := h.until("trace event", isEvent(EventTrace))
-		var finals []string
-		for _, e := range events(outs, EventTranscript) {
-			if e.Final {
-				finals = append(finals, e.Text)
-			}
-		}
+		finals := finalTexts(outs)
 		if len(finals) != 1 || finals[0] != "set an alarm for six" {
 			t.Errorf("final transcripts %q, want one", finals)
 		}
@@ -385,12 +375,7 @@ func TestPauseFinalResumeFails(t *testing.T) {
 		h.audio(true, 400)
 		h.audio(false, 1500)
 		outs := h.until("trace event", isEvent(EventTrace))
-		var finals []string
-		for _, e := range events(outs, EventTranscript) {
-			if e.Final {
-				finals = append(finals, e.Text)
-			}
-		}
+		finals := finalTexts(outs)
 		if len(finals) != 1 || finals[0] != "set an alarm" {
 			t.Errorf("final transcripts %q, want the words before the pause", finals)
 		}
@@ -399,4 +384,15 @@ func TestPauseFinalResumeFails(t *testing.T) {
 		}
 		h.close()
 	})
+}
+
+// finalTexts returns the final transcripts among outs, in order.
+func finalTexts(outs []Output) []string {
+	var finals []string
+	for _, e := range events(outs, EventTranscript) {
+		if e.Final {
+			finals = append(finals, e.Text)
+		}
+	}
+	return finals
 }
