@@ -39,8 +39,8 @@ type fakeASR struct {
 	// failAfter, when > 0, makes every Start after that many fail.
 	failAfter int
 	started   int
-	written    int   // samples written to all streams
-	closed     []int // samples each closed stream was given, in order
+	written   int   // samples written to all streams
+	closed    []int // samples each closed stream was given, in order
 }
 
 func (f *fakeASR) Start(ctx context.Context, sampleRate int) (asr.Stream, error) {
