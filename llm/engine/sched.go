@@ -9,7 +9,9 @@ package engine
 //     Each weight matrix is read once per step for all of them, and a long
 //     prompt is cut into chunks so it never stalls the others' decoding,
 //     while a new request's prompt starts on the very next step however
-//     long the running answers are (fairness both ways).
+//     long the running answers are (fairness both ways). Early-start
+//     prefills take rows after answers' prompts, at most earlyRowsBeside
+//     of a step that serves an answer.
 //   - Requests join between steps, up to Config.Sequences at a time; the
 //     rest wait in the bounded queue, and Stream fails fast with
 //     llm.ErrBusy when that is full.
@@ -30,6 +32,16 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine/chat"
 	"github.com/voxpipe/voxpipe/llm/engine/tokenizer"
 )
+
+// earlyRowsBeside bounds the early-start prefill rows of a step that also
+// serves an answer. A step's cost grows with its rows (demo model: ~0.9 ms
+// for one, ~0.15 ms more per row), and a person waits for the answer's
+// next token while the prefills only have to be done by the end of their
+// own utterances: when eight people stopped speaking within a second or
+// two, the first answers decoded one token per 64-row step, 5-10x slower
+// than alone, while the others' prefills filled the rows. With 16, an
+// answer's step costs ~3 ms and the prefills still move 16 tokens a step.
+const earlyRowsBeside = 16
 
 // batchState is the scheduler's working set; only the scheduler goroutine
 // touches it.
@@ -281,9 +293,20 @@ func (e *Engine) step() {
 	}
 	// Prompt chunks in the rows left: answers first, then early-start
 	// prefills, each group round-robin so no prompt waits behind another.
+	// Beside an answer, prefills get at most earlyRowsBeside rows a step.
+	answering := false
+	for _, g := range b.active {
+		if !g.ended && (g.r == nil || !g.r.prefillOnly) && !waits(g) {
+			answering = true
+			break
+		}
+	}
 	budget := defaultBatch - len(tokens)
 	n := len(b.active)
 	for pass := 0; pass < 2 && budget > 0; pass++ {
+		if pass == 1 && answering {
+			budget = min(budget, earlyRowsBeside)
+		}
 		for i := 0; i < n && budget > 0; i++ {
 			g := b.active[(b.rr+i)%n]
 			if g.decoding || g.ended || g.r.prefillOnly != (pass == 1) || waits(g) {

@@ -369,3 +369,65 @@ func TestSpeculativeWaitsForCommitted(t *testing.T) {
 		t.Error("a committed (or ordinary) request is still treated as speculative")
 	}
 }
+
+// An early-start prefill beside a decoding answer gets at most
+// earlyRowsBeside rows a step, and the answer a token every step: a
+// 160-token answer finishes before a ~2800-token prefill started with it
+// (~175 steps of 16 rows; with the whole batch, ~45 steps of 63, the
+// prefill finished first).
+func TestPrefillRowsBesideAnswer(t *testing.T) {
+	spec := defaultTiny("llama", gguf.TypeQ8_0)
+	spec.ctx = 4096
+	e := openTiny(t, spec, nil)
+	const maxTokens = 160
+	prompt, err := e.renderPrompt(hello, maxTokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &request{ctx: context.Background(), req: llm.Request{Messages: hello, MaxTokens: maxTokens, Conversation: "a"},
+		prompt: prompt, out: make(chan llm.Token, maxTokens+3), ignoreEOG: true}
+	// Hold the scheduler until both are queued, so they start together.
+	started, release := make(chan struct{}), make(chan struct{})
+	go e.runOnScheduler(context.Background(), func() { close(started); <-release })
+	<-started
+	type result struct {
+		n   int
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		n, err := e.Prefill(context.Background(), llm.Request{Conversation: "p",
+			Messages: []llm.Message{{Role: llm.RoleSystem, Content: "you are helpful"}, {Role: llm.RoleUser, Content: longText(900)}}})
+		res <- result{n, err}
+	}()
+	for len(e.queue) == 0 { // queued first: a prefill steps aside for a waiting request
+		select {
+		case r := <-res:
+			close(release)
+			t.Fatalf("the prefill returned before it was queued: %d tokens, %v", r.n, r.err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := e.enqueue(a); err != nil {
+		close(release)
+		t.Fatal(err)
+	}
+	close(release)
+	r := <-res
+	if r.err != nil || r.n < (maxTokens+5)*earlyRowsBeside {
+		t.Fatalf("prefill processed %d tokens (err %v), want >= %d", r.n, r.err, (maxTokens+5)*earlyRowsBeside)
+	}
+	tokens, done := 0, false
+	for len(a.out) > 0 {
+		tok := <-a.out
+		done = done || tok.Done
+		if tok.Text != "" {
+			tokens++
+		}
+	}
+	if !done {
+		t.Errorf("the prefill of %d tokens finished before the %d-token answer beside it (%d tokens out)", r.n, maxTokens, tokens)
+	}
+	for range a.out {
+	}
+}
