@@ -32,6 +32,10 @@ type Backends struct {
 	// EOU scores how complete a partial transcript reads, for the semantic
 	// end of turn (Config.Turn); nil is fine in silence mode.
 	EOU endturn.Scorer
+	// TTSGate, shared by the sessions of an in-process TTS, lets answers'
+	// first chunks be synthesised before other answers' later chunks
+	// (ttsgate.go); nil: each session synthesises its chunks as they come.
+	TTSGate *TTSGate
 }
 
 // Config tunes one session.

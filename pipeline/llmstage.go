@@ -20,6 +20,7 @@ type llmStage struct {
 	log     zerolog.Logger
 	stall   time.Duration // 0: no stall timeout
 	apology string        // spoken after a failure; "" = none
+	gate    *TTSGate      // nil: no ordering of the TTS (TTSGate)
 }
 
 func (l *llmStage) run(ctx context.Context, jobs <-chan *turn, toTTS chan<- ttsJob, toHub chan<- llmEvent) error {
@@ -54,6 +55,15 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 		return "", nil // cut before it started
 	}
 	l.chunker.Reset()
+	// The answer waits for its first audio from here (TTSGate); the TTS
+	// stage releases the hold once it has synthesised the first chunk.
+	t.ttsHold = l.gate.hold()
+	spoke := false
+	defer func() {
+		if !spoke {
+			t.ttsHold.release() // no chunk reached the TTS stage
+		}
+	}()
 	t.trace.mark(MarkLLMRequest)
 	var text strings.Builder
 	cursor := 0 // where the next chunk is looked for in the answer
@@ -65,6 +75,7 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 		cursor = next
 		select {
 		case toTTS <- ttsJob{t: t, text: piece, ends: ends, last: last}:
+			spoke = true // the TTS stage releases the hold from now on
 		case <-t.ctx.Done():
 			return false
 		}

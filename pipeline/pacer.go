@@ -174,6 +174,7 @@ func (p *pacer) pump(ctx context.Context) error {
 			q.t.trace.mark(MarkFirstAudibleOut)
 		}
 		q.t.sentSamples += len(q.pcm)
+		q.t.sentOut.Add(int64(len(q.pcm)))
 		p.due = later(p.due, now).Add(frameDur)
 	}
 	held := p.head < len(p.queue) && p.queue[p.head].t.committed != nil && !p.queue[p.head].t.released

@@ -142,8 +142,8 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	stageLog := func(name string) zerolog.Logger { return s.log.With().Str("stage", name).Logger() }
 	ain, fwd := s.ain, s.fwd
 	asrSt := &asrStage{rec: s.be.ASR, log: stageLog("asr"), obs: s.obs, inputRate: s.cfg.InputRate, keep: s.cfg.PauseFinal > 0}
-	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm"), stall: s.cfg.LLMStallTimeout, apology: s.cfg.Apology}
-	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts")}
+	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm"), stall: s.cfg.LLMStallTimeout, apology: s.cfg.Apology, gate: s.be.TTSGate}
+	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts"), gate: s.be.TTSGate, outRate: s.cfg.OutputRate}
 	pc := newPacer(s.cfg, s.obs, stageLog("out"))
 	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn"), turnSeq: s.turnBase}
 	h.early.stable = time.Duration(s.cfg.EarlyStartStableMs) * time.Millisecond

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -20,8 +21,10 @@ import (
 // unbuffered, so every send completes only when the forwarder has received
 // it and the forwarder sees begin, the call's chunks, end, in that order.
 type ttsStage struct {
-	synth tts.Synthesizer
-	log   zerolog.Logger
+	synth   tts.Synthesizer
+	log     zerolog.Logger
+	gate    *TTSGate // nil: chunks are synthesised as they come
+	outRate int      // the pacer's rate (turn.queuedOut, sentOut)
 
 	turn   *turn // the turn of the last job, and how many chunks of it were spoken
 	chunks int
@@ -56,10 +59,18 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 				return ctx.Err()
 			}
 		}
-		if strings.TrimSpace(job.text) != "" {
+		speakable := strings.TrimSpace(job.text) != ""
+		if speakable && s.chunks > 0 && t.ctx.Err() == nil {
+			// A later chunk: an answer still waiting for its first audio
+			// goes first while this one has audio queued (TTSGate).
+			if d := s.gate.wait(t.ctx, func() time.Duration { return s.ahead(t) }); d > 0 { //nolint:contextcheck // t.ctx is the turn's, a child of ctx made by the hub
+				s.log.Trace().Dur("waited", d).Msg("tts: a later chunk waited for first chunks")
+			}
+		}
+		if speakable {
 			s.chunks++
 		}
-		if t.ctx.Err() == nil && strings.TrimSpace(job.text) != "" {
+		if t.ctx.Err() == nil && speakable {
 			if err := sendCtx(ctx, calls, ttsCall{kind: callBegin, job: job}); err != nil {
 				return err
 			}
@@ -79,12 +90,25 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 				}
 			}
 		}
+		if speakable || job.last || t.ctx.Err() != nil {
+			t.ttsHold.release() // its first chunk is done, or none will be
+		}
 		if job.last && t.ctx.Err() == nil {
 			if err := sendCtx(ctx, calls, ttsCall{kind: callTurnEnd, job: job}); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// ahead is t's audio queued ahead of playback: handed to the pacer and not
+// yet sent.
+func (s *ttsStage) ahead(t *turn) time.Duration {
+	n := t.queuedOut.Load() - t.sentOut.Load()
+	if n <= 0 || s.outRate <= 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second / time.Duration(s.outRate)
 }
 
 // ttsForwarder receives the engine's chunks, resamples them to OutputRate
@@ -196,6 +220,7 @@ func (f *ttsForwarder) chunk(ctx context.Context, ch tts.Chunk, toPacer chan<- p
 		out = f.rs.Process(make([]int16, 0, f.rs.MaxOutput(len(ch.PCM))), ch.PCM)
 	}
 	f.outPos += len(out)
+	t.queuedOut.Add(int64(len(out)))
 	if len(out) == 0 && len(marks) == 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -54,6 +55,15 @@ type turn struct {
 	// committed is set for a speculative answer (speculate.go) and closed
 	// when it becomes the turn; nil for every other turn.
 	committed chan struct{}
+
+	// ttsHold is set by the LLM stage before it hands the TTS stage a
+	// chunk, and released (once, by either) when the first chunk has been
+	// synthesised or none will be (TTSGate).
+	ttsHold *gateHold
+	// Output samples of the turn handed to the pacer (by the TTS
+	// forwarder) and sent by it: what is queued ahead of playback, for
+	// TTSGate.
+	queuedOut, sentOut atomic.Int64
 
 	// Owned by the pacer until it reports the turn ended or flushed; the
 	// turn manager reads them only after that report.

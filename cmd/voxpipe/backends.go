@@ -107,6 +107,12 @@ func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io
 		return fail(fmt.Errorf("tts %s: %w", c.TTS.Backend, err))
 	}
 	be.TTS, closers = synth, append(closers, synth)
+	if b := c.TTS.Backend; b == "flite" || b == "espeak" {
+		// In-process synthesis shares the server's CPU (and flite one
+		// process-wide lock): answers' first chunks go before other answers'
+		// later ones. A remote TTS's chunks are synthesised as they come.
+		be.TTSGate = pipeline.NewTTSGate()
+	}
 	if t := c.Pipeline.Turn; t.Mode == string(endturn.ModeSemantic) {
 		// Its own small engine, whatever the LLM backend: loaded once here.
 		eou, err := endturn.OpenLM(t.Model, t.Threads, sessionCaches(c))
