@@ -50,8 +50,9 @@ const benchTurnsUsage = `usage: voxpipe bench turns [flags]
 
 Streams complete questions and sentences with pauses to two in-process servers
 (the config, and the config with pipeline.turn.mode=silence) over /ws, and
-prints heard latency p50/p95 over the complete questions and the false
-cut-off rate over the paused sentences for each.
+prints heard latency p50/p95 over the complete questions and, apart, over
+short everyday turns, and the false cut-off rate over the paused sentences
+for each.
 `
 
 type benchItem struct {
@@ -85,6 +86,9 @@ type modeSummary struct {
 	HeardP50Ms    float64 `json:"heard_p50_ms"`
 	HeardP95Ms    float64 `json:"heard_p95_ms"`
 	HeardN        int     `json:"heard_n"`
+	ShortHeardP50 float64 `json:"short_heard_p50_ms"` // over the short everyday turns (questions.Short)
+	ShortHeardP95 float64 `json:"short_heard_p95_ms"`
+	ShortN        int     `json:"short_heard_n"`
 	NoAnswer      int     `json:"complete_without_answer"`
 	CutOffs       int     `json:"false_cutoffs"`
 	Paused        int     `json:"paused_utterances"`
@@ -119,7 +123,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.Var(&sets, "set", "key=value for both servers (repeatable)")
 	fs.Var(&baseSets, "baseline-set", "key=value for the baseline server only (repeatable)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
-	only := fs.String("only", "", "complete | paused | real: run only that kind")
+	only := fs.String("only", "", "complete | short | paused | real: run only that kind")
 	limit := fs.Int("limit", 0, "at most this many utterances of each kind (0: all)")
 	parallel := fs.Int("parallel", 1, "utterances streamed at once")
 	seed := fs.Uint64("seed", 11, "seed of the pauses and noise")
@@ -222,8 +226,8 @@ func runBench(ctx context.Context, args []string) error {
 		return enc.Encode(rep)
 	}
 	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
-		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d, heard p50 %4.0f p95 %4.0f ms  speculative %d  errors %d\n",
-			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.RealHeardP50, s.RealHeardP95, s.Speculative, s.Errors)
+		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  short turns p50 %4.0f p95 %4.0f ms (n %d)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d, heard p50 %4.0f p95 %4.0f ms  speculative %d  errors %d\n",
+			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.ShortHeardP50, s.ShortHeardP95, s.ShortN, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.RealHeardP50, s.RealHeardP95, s.Speculative, s.Errors)
 	}
 	return nil
 }
@@ -265,7 +269,7 @@ func benchServer(c *config.Config, be pipeline.Backends, addr string, log zerolo
 // zeroNaN puts 0 for the figures a run had nothing to measure for (--only
 // real has no complete questions): JSON has no NaN.
 func (s *modeSummary) zeroNaN() {
-	for _, v := range []*float64{&s.HeardP50Ms, &s.HeardP95Ms, &s.RealHeardP50, &s.RealHeardP95, &s.ServerV2VP50} {
+	for _, v := range []*float64{&s.HeardP50Ms, &s.HeardP95Ms, &s.ShortHeardP50, &s.ShortHeardP95, &s.RealHeardP50, &s.RealHeardP95, &s.ServerV2VP50} {
 		if math.IsNaN(*v) {
 			*v = 0
 		}
@@ -284,7 +288,7 @@ func percentile(v []float64, p float64) float64 {
 
 func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 	s := modeSummary{Mode: mode}
-	var endSil, v2v, realHeard []float64
+	var endSil, v2v, realHeard, shortHeard []float64
 	for i, r := range runs {
 		if r.Mode != mode {
 			continue
@@ -309,6 +313,12 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 			if r.ServerV2VMs != nil {
 				v2v = append(v2v, *r.ServerV2VMs)
 			}
+		case "short":
+			if r.HeardMs == nil {
+				s.NoAnswer++
+				continue
+			}
+			shortHeard = append(shortHeard, *r.HeardMs)
 		case "paused":
 			s.Paused++
 			if r.CutOff {
@@ -327,6 +337,8 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 	s.HeardP50Ms, s.HeardP95Ms = percentile(s.completeHeard, 0.5), percentile(s.completeHeard, 0.95)
 	s.ServerV2VP50 = percentile(v2v, 0.5)
 	s.RealHeardP50, s.RealHeardP95 = percentile(realHeard, 0.5), percentile(realHeard, 0.95)
+	s.ShortN = len(shortHeard)
+	s.ShortHeardP50, s.ShortHeardP95 = percentile(shortHeard, 0.5), percentile(shortHeard, 0.95)
 	if len(endSil) > 0 {
 		var sum float64
 		for _, v := range endSil {
@@ -674,6 +686,18 @@ func benchCorpus(ctx context.Context, seed uint64, only string, limit int, realD
 		n++
 	}
 	n = 0
+	for i := 0; i < 2*len(questions.Short) && want("short", n); i++ {
+		q, v := questions.Short[i%len(questions.Short)], voices[(i+i/len(questions.Short))%len(voices)]
+		pcm, err := speak(ctx, v.synth, q)
+		if err != nil {
+			return nil, err
+		}
+		lead := silence(300, rng)
+		add(benchItem{Name: fmt.Sprintf("short-%02d", i), Kind: "short", Voice: v.name, Text: q,
+			pcm: append(lead, pcm...), speechEnd: len(lead) + len(pcm)})
+		n++
+	}
+	n = 0
 	for i := 0; i < 2*len(benchPaused) && want("paused", n); i++ {
 		p, v := benchPaused[i%len(benchPaused)], voices[(i+1+i/len(benchPaused))%len(voices)]
 		a, b, err := speakPaused(ctx, v.synth, p[0], p[1])
@@ -719,7 +743,7 @@ func benchCorpus(ctx context.Context, seed uint64, only string, limit int, realD
 		}
 	}
 	if len(items) == 0 {
-		return nil, fmt.Errorf("%w: --only %q selects nothing (complete, paused or real)", errCommandLine, only)
+		return nil, fmt.Errorf("%w: --only %q selects nothing (complete, short, paused or real)", errCommandLine, only)
 	}
 	return items, nil
 }

@@ -71,6 +71,25 @@ func TestTurnsReportWithoutCompleteQuestions(t *testing.T) {
 	}
 }
 
+// Short everyday turns get their own heard figures; the complete questions'
+// are not mixed with them.
+func TestTurnsReportShortTurns(t *testing.T) {
+	items := []benchItem{{Name: "complete-00", Kind: "complete"}, {Name: "short-00", Kind: "short"}, {Name: "short-01", Kind: "short"}}
+	ms := func(v float64) *float64 { return &v }
+	runs := []itemRun{
+		{Item: "complete-00", Mode: "semantic", HeardMs: ms(200)}, {Item: "complete-00", Mode: "silence", HeardMs: ms(560)},
+		{Item: "short-00", Mode: "semantic", HeardMs: ms(1300)}, {Item: "short-00", Mode: "silence", HeardMs: ms(570)},
+		{Item: "short-01", Mode: "semantic"}, {Item: "short-01", Mode: "silence", HeardMs: ms(580)},
+	}
+	sem := summarise("semantic", items, runs)
+	if sem.HeardP50Ms != 200 || sem.HeardN != 1 || sem.ShortHeardP50 != 1300 || sem.ShortN != 1 || sem.NoAnswer != 1 {
+		t.Errorf("semantic %+v", sem)
+	}
+	if sil := summarise("silence", items, runs); sil.ShortHeardP95 != 580 || sil.ShortN != 2 || sil.HeardP50Ms != 560 {
+		t.Errorf("silence %+v", sil)
+	}
+}
+
 // A paused item is one synthesized sentence cut at the word mark after its
 // first part: both parts are speech, together about the whole sentence
 // (less the synthesizer's own gap at a comma), split where the words are.

@@ -22,3 +22,20 @@ var Complete = []string{
 	"Why is the sky blue?",
 	"What is the difference between a frog and a toad?",
 }
+
+// Short are the short everyday turns people say most to an assistant, each
+// a whole turn of one to four words. A text end-of-turn model easily reads
+// them as the start of something longer ("what time is it" ... "in tokyo"),
+// so bench turns reports their heard latency apart from Complete's.
+var Short = []string{
+	"What time is it?",
+	"What can you do?",
+	"Thank you.",
+	"Stop.",
+	"What's the weather like?",
+	"Who are you?",
+	"How are you?",
+	"Tell me a joke.",
+	"Play some music.",
+	"Good morning.",
+}
