@@ -43,49 +43,45 @@ func (c *rawConn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	n, err := c.once("read", syscall.SYS_READ, p, c.rc.Read)
+	if err == nil && n == 0 {
+		return 0, io.EOF
+	}
+	return n, err
+}
+
+func (c *rawConn) Write(p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		n, err := c.once("write", syscall.SYS_WRITE, p[written:], c.rc.Write)
+		if err != nil {
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
+}
+
+// once makes one read or write system call (trap) on the socket, waiting
+// through wait (the RawConn's Read or Write) while it would block.
+func (c *rawConn) once(op string, trap uintptr, p []byte, wait func(func(fd uintptr) bool) error) (int, error) {
 	var n int
 	var errno syscall.Errno
-	err := c.rc.Read(func(fd uintptr) bool {
-		r, e := rawIO(syscall.SYS_READ, fd, p)
+	err := wait(func(fd uintptr) bool {
+		r, e := rawIO(trap, fd, p)
 		if e == syscall.EAGAIN {
-			return false // wait until readable
+			return false // wait until ready
 		}
 		n, errno = r, e
 		return true
 	})
 	switch {
 	case err != nil:
-		return 0, c.opError("read", err)
+		return 0, c.opError(op, err)
 	case errno != 0:
-		return 0, c.opError("read", errno)
-	case n == 0:
-		return 0, io.EOF
+		return 0, c.opError(op, errno)
 	}
 	return n, nil
-}
-
-func (c *rawConn) Write(p []byte) (int, error) {
-	written := 0
-	for written < len(p) {
-		var n int
-		var errno syscall.Errno
-		err := c.rc.Write(func(fd uintptr) bool {
-			r, e := rawIO(syscall.SYS_WRITE, fd, p[written:])
-			if e == syscall.EAGAIN {
-				return false // wait until writable
-			}
-			n, errno = r, e
-			return true
-		})
-		switch {
-		case err != nil:
-			return written, c.opError("write", err)
-		case errno != 0:
-			return written, c.opError("write", errno)
-		}
-		written += n
-	}
-	return written, nil
 }
 
 // rawIO is read(2) or write(2) of b on a non-blocking fd, retried on
