@@ -18,10 +18,11 @@ static inline __attribute__((always_inline)) __m256i KN_FN(i8dot)(__m256i absw, 
 	return KN_FN(u8dot)(absw, _mm256_sign_epi8(x, w));
 }
 
-// Q4_0 weights are used as unsigned nibbles q in [0, 15] (value q-8): Σ(q-8)·x = Σq·x - 8·Σx, and
-// 8·Σx per half block (elements 0..15 and 16..31, the two 128-bit halves of the reduced lanes) is
-// computed once per activation block and subtracted after the reduction. All of it is exact integer
-// arithmetic, so results equal the sign-trick form bit for bit.
+// Q4_0 weights are used as unsigned nibbles q in [0, 15] (value q-8): Σ(q-8)·x = Σq·x - 8·Σx. The
+// reduction leaves the sums of elements 0..15 and 16..31 in the two 128-bit halves; q4fold adds
+// them (as integers, so a block is one exact int32 sum, as in ggml and the packed kernels) and
+// subtracts 8·Σx over the block, computed once per activation block. Both halves then hold the
+// same values, and q4 results are read from the low half.
 
 // Q4_0 block → 32 unsigned nibbles: low nibbles are elements 0..15, high nibbles 16..31.
 static inline __attribute__((always_inline)) __m256i KN_FN(unpack_q4)(const uint8_t *blk) {
@@ -29,15 +30,24 @@ static inline __attribute__((always_inline)) __m256i KN_FN(unpack_q4)(const uint
 	return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
 }
 
-// xsums8 stores 8·Σx over elements 0..15 and 16..31 of a Q8_0 block.
-static inline __attribute__((always_inline)) void KN_FN(xsums8)(const uint8_t *blk, int32_t *lo, int32_t *hi) {
-	int32_t a = 0, c = 0;
-	for (int e = 0; e < 16; e++) {
+// xsum8 returns 8·Σx over the 32 values of a Q8_0 block.
+static inline __attribute__((always_inline)) int32_t KN_FN(xsum8)(const uint8_t *blk) {
+	int32_t a = 0;
+	for (int e = 0; e < 32; e++)
 		a += (int8_t)blk[2 + e];
-		c += (int8_t)blk[18 + e];
-	}
-	*lo = 8 * a;
-	*hi = 8 * c;
+	return 8 * a;
+}
+
+// q4fold turns reduced Q4_0 lanes [lo sums | hi sums] into whole-block sums in both halves, minus
+// cx (8·Σx per lane).
+static inline __attribute__((always_inline)) __m256i KN_FN(q4fold)(__m256i u, const int32_t *cx) {
+	u = _mm256_add_epi32(u, _mm256_permute2x128_si256(u, u, 0x01));
+	return _mm256_sub_epi32(u, _mm256_loadu_si256((const __m256i *)cx));
+}
+
+// fold4 gives the four results of an accumulator: q4's halves are equal (q4fold), others add.
+static inline __attribute__((always_inline)) __m128 KN_FN(fold4)(int q4, __m256 acc) {
+	return q4 ? _mm256_castps256_ps128(acc) : _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
 }
 
 // scales converts the fp16 scales of rows × nb blocks (rows stride bytes apart, blocks bb bytes
@@ -84,7 +94,7 @@ static inline __attribute__((always_inline)) void KN_FN(tile4)(int q4, int tw, c
 				const __m256i q = KN_FN(unpack_q4)(w + i * wstride + b * wbb);
 				u = KN_FN(reduce4)(KN_FN(u8dot)(q, xv[0]), KN_FN(u8dot)(q, xv[1]),
 					KN_FN(u8dot)(q, xv[2]), KN_FN(u8dot)(q, xv[3]));
-				u = _mm256_sub_epi32(u, _mm256_loadu_si256((const __m256i *)(cx4 + b * 8)));
+				u = KN_FN(q4fold)(u, cx4 + b * 8);
 			} else {
 				const __m256i wv = _mm256_loadu_si256((const __m256i *)(w + i * wstride + b * wbb + 2));
 				const __m256i aw = _mm256_sign_epi8(wv, wv);
@@ -96,7 +106,7 @@ static inline __attribute__((always_inline)) void KN_FN(tile4)(int q4, int tw, c
 	}
 	for (int i = 0; i < tw; i++) {
 		float r[4];
-		_mm_storeu_ps(r, _mm_add_ps(_mm256_castps256_ps128(acc[i]), _mm256_extractf128_ps(acc[i], 1)));
+		_mm_storeu_ps(r, KN_FN(fold4)(q4, acc[i]));
 		for (int k = 0; k < 4; k++)
 			out[k * ldo + i] = r[k];
 	}
@@ -104,7 +114,8 @@ static inline __attribute__((always_inline)) void KN_FN(tile4)(int q4, int tw, c
 
 // tilev is the matrix-vector counterpart of tile4: up to four weight rows (lanes) against one
 // activation row. Its float operations are exactly tile4's for the same (row, activation) pair:
-// per block p = float(int half-sum)·d_x, acc = fma(p, d_w, acc), and finally low half + high half.
+// per block p = float(int sum)·d_x, acc = fma(p, d_w, acc), and finally (Q8_0, whose two half
+// blocks are summed apart) low half + high half.
 // So MatVec and MatMul give bit-identical results, like llama.cpp's batched and one-token paths.
 // wd4 holds the rows' scales interleaved per block ([b][4]).
 static inline __attribute__((always_inline)) void KN_FN(tilev)(int q4, int tw, const uint8_t *w, int64_t wstride,
@@ -125,13 +136,13 @@ static inline __attribute__((always_inline)) void KN_FN(tilev)(int q4, int tw, c
 			}
 		}
 		__m256i u = KN_FN(reduce4)(s[0], s[1], s[2], s[3]);
-		if (q4) // cx holds [8·Σlo ×4 | 8·Σhi ×4] for this block
-			u = _mm256_sub_epi32(u, _mm256_loadu_si256((const __m256i *)(cx + b * 8)));
+		if (q4) // cx holds 8·Σx ×8 for this block
+			u = KN_FN(q4fold)(u, cx + b * 8);
 		const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(u), _mm256_broadcast_ss(xd + b));
 		acc = _mm256_fmadd_ps(p, _mm256_broadcast_ps((const __m128 *)(wd4 + b * 4)), acc);
 	}
 	float r[4];
-	_mm_storeu_ps(r, _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1)));
+	_mm_storeu_ps(r, KN_FN(fold4)(q4, acc));
 	for (int i = 0; i < tw; i++)
 		out[i] = r[i];
 }
@@ -150,12 +161,9 @@ static inline __attribute__((always_inline)) void KN_FN(tilev_rows)(int q4, int 
 // xsumsv fills cx ([b][8]) for one activation row as tilev reads it.
 static inline __attribute__((always_inline)) void KN_FN(xsumsv)(int32_t *cx, const uint8_t *x, int64_t nb) {
 	for (int64_t b = 0; b < nb; b++) {
-		int32_t lo, hi;
-		KN_FN(xsums8)(x + b * 34, &lo, &hi);
-		for (int i = 0; i < 4; i++) {
-			cx[b * 8 + i] = lo;
-			cx[b * 8 + 4 + i] = hi;
-		}
+		const int32_t s = KN_FN(xsum8)(x + b * 34);
+		for (int i = 0; i < 8; i++)
+			cx[b * 8 + i] = s;
 	}
 }
 
@@ -241,7 +249,7 @@ static inline __attribute__((always_inline)) void KN_FN(streamv)(int q4, int tw,
 			}
 			__m256i u = KN_FN(reduce4)(s[0], s[1], s[2], s[3]);
 			if (q4)
-				u = _mm256_sub_epi32(u, _mm256_loadu_si256((const __m256i *)(cx + b * 8)));
+				u = KN_FN(q4fold)(u, cx + b * 8);
 			const __m256 p = _mm256_mul_ps(_mm256_cvtepi32_ps(u), dx);
 			acc[g] = _mm256_fmadd_ps(p, KN_FN(wscales)(rows, wg, wstride), acc[g]);
 		}
@@ -256,7 +264,7 @@ static inline __attribute__((always_inline)) void KN_FN(streamv)(int q4, int tw,
 	}
 	for (int g = 0; g < ng; g++) {
 		float r[4];
-		_mm_storeu_ps(r, _mm_add_ps(_mm256_castps256_ps128(acc[g]), _mm256_extractf128_ps(acc[g], 1)));
+		_mm_storeu_ps(r, KN_FN(fold4)(q4, acc[g]));
 		for (int i = 0; i < 4 && 4 * g + i < tw; i++)
 			out[4 * g + i] = r[i];
 	}
@@ -320,8 +328,8 @@ static inline __attribute__((always_inline)) void KN_FN(matmul)(int q4, float *o
 			for (int k = 0; k < 4; k++) {
 				xd4[j * nb + b * 4 + k] = xd[(j + k) * nb + b];
 				if (q4)
-					KN_FN(xsums8)(xq + (j + k) * xrow + b * 34, &cx4[j * 2 * nb + b * 8 + k],
-						&cx4[j * 2 * nb + b * 8 + 4 + k]);
+					cx4[j * 2 * nb + b * 8 + k] = cx4[j * 2 * nb + b * 8 + 4 + k] =
+						KN_FN(xsum8)(xq + (j + k) * xrow + b * 34);
 			}
 	if (q4)
 		for (int64_t j = n4; j < n; j++)

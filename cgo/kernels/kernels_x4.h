@@ -7,16 +7,17 @@
 // dot-product instruction against a broadcast 4-byte piece of the activation block leaves row i's
 // partial sum in lane i: no horizontal reduction, and each weight load feeds every activation row
 // of the tile. Nibbles are unsigned (q in [0, 15], value q-8), the operand form vpdpbusd and
-// vpmaddubsw take: Σ(q-8)·x = Σq·x - 8·Σx, and each half block's integer sum starts at -8·Σx over
-// its 16 activation values (computed once per activation block), so it is exact.
+// vpmaddubsw take: Σ(q-8)·x = Σq·x - 8·Σx, and each block's integer sum starts at -8·Σx over its
+// 32 activation values (computed once per activation block), so it is exact.
 //
 // The activation pieces are broadcast straight from memory (vpbroadcastd on AVX2, the embedded
 // broadcast of vpdpbusd on VNNI): load-port work, no shuffles.
 //
 // Numerics, identical on both tiers and for every n, and to the plain-layout Q4_0 kernels of
-// kernels_q.h (tile4, tilev, streamv): per (row, activation row), block and half block h (low
-// nibbles, high nibbles), s_h = Σ(q-8)·x exactly in int32, acc_h = fma(float(s_h)·d_x, d_w, acc_h),
-// blocks in order; the result is acc_0 + acc_1.
+// kernels_q.h (tile4, tilev, streamv): per (row, activation row) and block, s = Σ(q-8)·x over all
+// 32 elements exactly in int32 (both half blocks summed as integers, as ggml does), then
+// acc = fma(float(s)·d_x, d_w, acc), blocks in order; the result is acc. That is the packed Q8_0
+// kernels' arithmetic too, and one convert-scale-accumulate per block instead of one per half block.
 
 // Both settable at build time (CGO_CFLAGS="-O2 -g -DKN_X4_PF=4096"). Llama-3.2-1B shape Q4_0 decode on
 // the dev VM's Xeon, 2 threads, two alternated runs each (t/s): no prefetch 15.7, 18.2; 1024 19.8, 21.7;
@@ -35,7 +36,7 @@ static inline __attribute__((always_inline)) int32_t KN_FN(ld32)(const uint8_t *
 	return v;
 }
 
-// x4sums stores d_x as float ([j][b]) and -8·Σx over each half block ([j][b][2]) of n activation rows.
+// x4sums stores d_x as float ([j][b]) and -8·Σx over each block ([j][b]) of n activation rows.
 static inline __attribute__((always_inline)) void KN_FN(x4sums)(float *xd, int32_t *xs, const uint8_t *xq,
 		int64_t n, int64_t xrow, int64_t nb) {
 	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
@@ -48,11 +49,10 @@ static inline __attribute__((always_inline)) void KN_FN(x4sums)(float *xd, int32
 			// |x| ≤ 128: pair sums fit int16, and the int32 lanes sum exactly.
 			const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 2));
 			const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
-			// lanes 0..3 sum elements 0..15, lanes 4..7 elements 16..31
-			__m128i t = _mm_hadd_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 			t = _mm_hadd_epi32(t, t);
-			xs[(j * nb + b) * 2] = -8 * _mm_cvtsi128_si32(t);
-			xs[(j * nb + b) * 2 + 1] = -8 * _mm_extract_epi32(t, 1);
+			t = _mm_hadd_epi32(t, t);
+			xs[j * nb + b] = -8 * _mm_cvtsi128_si32(t);
 		}
 }
 
@@ -65,7 +65,7 @@ static inline __attribute__((always_inline)) void KN_FN(x4sums)(float *xd, int32
 #define KN_X4_NX 8 // activation rows per tile (32 registers: 8 nibble vectors, 16 sums, scales, temps)
 
 // x4tile computes nx (compile-time, 1..8) activation rows against one group of 16 packed rows.
-// xd holds each activation row's block scales ([k][nb]), xs its -8·Σx per half block ([k][nb][2]);
+// xd holds each activation row's block scales ([k][nb]), xs its -8·Σx per block ([k][nb]);
 // out rows are ldo floats apart; only the first valid lanes of each output row are stored. pf: the
 // tile that streams the group from memory prefetches ahead.
 static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const uint8_t *g, int64_t nb,
@@ -73,9 +73,9 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 		int valid, int pf) {
 	const uint8_t *scales = g + nb * 256;
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
-	__m512 acc0[8], acc1[8];
+	__m512 acc[8];
 	for (int k = 0; k < nx; k++)
-		acc0[k] = acc1[k] = _mm512_setzero_ps();
+		acc[k] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 256;
 		if (KN_X4_PF > 0 && pf) {
@@ -94,8 +94,7 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 #pragma GCC unroll 8
 		for (int k = 0; k < nx; k++) {
 			const uint8_t *xb = xq + k * xrow + b * 34 + 2;
-			const int32_t *c = xs + (k * nb + b) * 2;
-			__m512i s = _mm512_set1_epi32(c[0]), t = _mm512_set1_epi32(c[1]);
+			__m512i s = _mm512_set1_epi32(xs[k * nb + b]), t = _mm512_setzero_si512();
 			KN_DPBCST(s, lo[0], xb);
 			KN_DPBCST(t, hi[0], xb + 16);
 			KN_DPBCST(s, lo[1], xb + 4);
@@ -105,31 +104,29 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 			KN_DPBCST(s, lo[3], xb + 12);
 			KN_DPBCST(t, hi[3], xb + 28);
 			const __m512 dx = _mm512_set1_ps(xd[k * nb + b]);
-			acc0[k] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), dx), dw, acc0[k]);
-			acc1[k] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(t), dx), dw, acc1[k]);
+			const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, t)), dx);
+			acc[k] = _mm512_fmadd_ps(p, dw, acc[k]);
 		}
 	}
 	const __mmask16 m = valid >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << valid) - 1);
 	for (int k = 0; k < nx; k++)
-		_mm512_mask_storeu_ps(out + k * ldo, m, _mm512_add_ps(acc0[k], acc1[k]));
+		_mm512_mask_storeu_ps(out + k * ldo, m, acc[k]);
 }
 #else
 #define KN_X4_NX 4 // activation rows per tile
 
-// x4half: the half block sums (low nibbles in *s0, high in *s1) of 8 packed rows (nibble vectors
-// lo, hi) with one activation block xb, plus xs. vpmaddubsw's pair sums are at most 2·15·128 in
-// magnitude, so four products add up in int16 before one widening vpmaddwd.
-static inline __attribute__((always_inline)) void KN_FN(x4half)(__m256i *s0, __m256i *s1, const __m256i *lo,
-		const __m256i *hi, const uint8_t *xb, const int32_t *xs) {
+// x4blk: the block sums of 8 packed rows (nibble vectors lo, hi) with one activation block xb,
+// plus xs. vpmaddubsw's pair sums are at most 2·15·128 in magnitude, so all eight of a block add up
+// in int16 (at most 30720) before one widening vpmaddwd.
+static inline __attribute__((always_inline)) __m256i KN_FN(x4blk)(const __m256i *lo, const __m256i *hi,
+		const uint8_t *xb, const int32_t *xs) {
 	__m256i a = _mm256_maddubs_epi16(lo[0], _mm256_set1_epi32(KN_FN(ld32)(xb)));
 	__m256i c = _mm256_maddubs_epi16(hi[0], _mm256_set1_epi32(KN_FN(ld32)(xb + 16)));
 	for (int q = 1; q < 4; q++) {
 		a = _mm256_add_epi16(a, _mm256_maddubs_epi16(lo[q], _mm256_set1_epi32(KN_FN(ld32)(xb + 4 * q))));
 		c = _mm256_add_epi16(c, _mm256_maddubs_epi16(hi[q], _mm256_set1_epi32(KN_FN(ld32)(xb + 16 + 4 * q))));
 	}
-	const __m256i one = _mm256_set1_epi16(1);
-	*s0 = _mm256_add_epi32(_mm256_madd_epi16(a, one), _mm256_set1_epi32(xs[0]));
-	*s1 = _mm256_add_epi32(_mm256_madd_epi16(c, one), _mm256_set1_epi32(xs[1]));
+	return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(a, c), _mm256_set1_epi16(1)), _mm256_set1_epi32(*xs));
 }
 
 // Prefetching in x4row: further ahead than the tiles and into L2 only (T2). Single thread, AVX2 tier,
@@ -149,13 +146,13 @@ static inline __attribute__((always_inline)) void KN_FN(x4half)(__m256i *s0, __m
 // x4row is x4tile for one activation row (decoding) on AVX2: both 8-row halves in one pass over the
 // group, so every cache line is read once and prefetching never pauses (taking the halves in turn
 // streamed the group from memory in the first and re-read it from cache, prefetching nothing, in
-// the second), and each activation piece is broadcast once for the 16 rows. x4half's arithmetic per
+// the second), and each activation piece is broadcast once for the 16 rows. x4blk's arithmetic per
 // lane (integer sums in another order, exact), so the results are bit-identical to x4tile's.
 static inline __attribute__((always_inline)) void KN_FN(x4row)(const uint8_t *g, int64_t nb, const uint8_t *xq,
 		const float *xd, const int32_t *xs, float *out, int valid, int pf) {
 	const uint8_t *scales = g + nb * 256;
 	const __m256i m4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi16(1);
-	__m256 acc00 = _mm256_setzero_ps(), acc01 = acc00, acc10 = acc00, acc11 = acc00;
+	__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 256;
 		if (KN_X4ROW_PF > 0 && pf) {
@@ -192,15 +189,17 @@ static inline __attribute__((always_inline)) void KN_FN(x4row)(const uint8_t *g,
 			KN_X4_KEEP(a1);
 			KN_X4_KEEP(c1);
 		}
-		const __m256i sl = _mm256_set1_epi32(xs[2 * b]), sh = _mm256_set1_epi32(xs[2 * b + 1]);
+		// Both half blocks' int16 sums add up exactly (x4blk), so one widening, convert, scale
+		// and accumulate per 8 rows and block.
+		const __m256i sx = _mm256_set1_epi32(xs[b]);
+		const __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(a0, c0), one), sx);
+		const __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(a1, c1), one), sx);
 		const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32)));
 		const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32 + 16)));
-		acc00 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(a0, one), sl)), dx), dw0, acc00);
-		acc01 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(c0, one), sh)), dx), dw0, acc01);
-		acc10 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(a1, one), sl)), dx), dw1, acc10);
-		acc11 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(c1, one), sh)), dx), dw1, acc11);
+		acc0 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s0), dx), dw0, acc0);
+		acc1 = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s1), dx), dw1, acc1);
 	}
-	KN_FN(store16)(out, _mm256_add_ps(acc00, acc01), _mm256_add_ps(acc10, acc11), valid);
+	KN_FN(store16)(out, acc0, acc1, valid);
 }
 
 // x4tile on AVX2: each 8-row half of the group in turn, with the VNNI tile's arithmetic per lane.
@@ -214,9 +213,9 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 	const uint8_t *scales = g + nb * 256;
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	for (int h = 0; h < 2 && 8 * h < valid; h++) {
-		__m256 acc0[KN_X4_NX], acc1[KN_X4_NX];
+		__m256 acc[KN_X4_NX];
 		for (int k = 0; k < nx; k++)
-			acc0[k] = acc1[k] = _mm256_setzero_ps();
+			acc[k] = _mm256_setzero_ps();
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *wb = g + b * 256 + 32 * h;
 			if (KN_X4_PF > 0 && pf && h == 0) {
@@ -234,16 +233,14 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 			const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(scales + b * 32 + 16 * h)));
 #pragma GCC unroll 8
 			for (int k = 0; k < nx; k++) {
-				__m256i s0, s1;
-				KN_FN(x4half)(&s0, &s1, lo, hi, xq + k * xrow + b * 34 + 2, xs + (k * nb + b) * 2);
+				const __m256i s = KN_FN(x4blk)(lo, hi, xq + k * xrow + b * 34 + 2, xs + k * nb + b);
 				const __m256 dx = _mm256_set1_ps(xd[k * nb + b]);
-				acc0[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s0), dx), dw, acc0[k]);
-				acc1[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s1), dx), dw, acc1[k]);
+				acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), dx), dw, acc[k]);
 			}
 		}
 		const int v = valid - 8 * h < 8 ? valid - 8 * h : 8;
 		for (int k = 0; k < nx; k++) {
-			const __m256 r8 = _mm256_add_ps(acc0[k], acc1[k]);
+			const __m256 r8 = acc[k];
 			if (v == 8) {
 				_mm256_storeu_ps(out + k * ldo + 8 * h, r8);
 			} else {
@@ -282,7 +279,7 @@ void KN_FN(kn_matmul_q4_0x16)(float *out, int64_t ldo, const uint8_t *w, int64_t
 		const uint8_t *xq, int64_t n) {
 	const int64_t nb = cols / 32, xrow = nb * 34, gbytes = nb * 288;
 	float stack[KN_STACK_SCALES];
-	float *xd = KN_FN(scale_buf)(stack, 3 * n * nb);
+	float *xd = KN_FN(scale_buf)(stack, 2 * n * nb);
 	int32_t *xs = (int32_t *)(xd + n * nb);
 	KN_FN(x4sums)(xd, xs, xq, n, xrow, nb);
 	for (int64_t r = r0; r < r1; r += 16) {
@@ -290,7 +287,7 @@ void KN_FN(kn_matmul_q4_0x16)(float *out, int64_t ldo, const uint8_t *w, int64_t
 		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
 		for (int64_t j = 0; j < n; j += KN_X4_NX) {
 			const int nx = n - j < KN_X4_NX ? (int)(n - j) : KN_X4_NX;
-			KN_FN(x4tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + 2 * j * nb, out + j * ldo + r, ldo, valid, j == 0);
+			KN_FN(x4tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
 		}
 	}
 	if (xd != stack)

@@ -60,10 +60,10 @@ func DequantizePackedQ4_0Row(dst []float32, w []byte, cols, r int) {
 // bytes apart). r0 must be a multiple of PackRows. With n = 1, ldo is unused.
 //
 // Numerics are those of the SIMD plain-layout Q4_0 kernels (MatVecQ4_0, MatMulQ4_0 on AVX2 and
-// AVX-512), so repacking changes no result on those tiers: per block and half block h (elements
-// 0..15, 16..31) s_h = Σ(q-8)·x exactly in integers, acc_h = fma(float(s_h)·d_x, d_w, acc_h),
-// blocks in order, and the result is acc_0 + acc_1. The same on every tier and for every n, so
-// one-row and batched products of the same pair are bit-identical.
+// AVX-512), so repacking changes no result on those tiers: per block s = Σ(q-8)·x over its 32
+// elements exactly in integers, acc = fma(float(s)·d_x, d_w, acc), blocks in order, and the result
+// is acc. The same on every tier and for every n, so one-row and batched products of the same pair
+// are bit-identical.
 func MatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
 	ldo, work := packedArgs("Q4_0", out, ldo, w, r0, r1, xq, n, rowBytes(cols, BlockQ4_0), rowBytes(cols, BlockQ8_0))
 	if !work {
@@ -85,7 +85,7 @@ func genericMatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int,
 		i := r % PackRows
 		for j := 0; j < n; j++ {
 			x := xq[j*xrow : (j+1)*xrow]
-			var acc0, acc1 float32
+			var acc float32
 			for b := 0; b < nb; b++ {
 				xb := x[b*BlockQ8_0 : (b+1)*BlockQ8_0]
 				var s0, s1 int32
@@ -97,10 +97,9 @@ func genericMatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int,
 					}
 				}
 				dx, dw := loadF16(xb), loadF16(grp[packed4Scale(nb, b, i):])
-				acc0 = fma32(float32(s0)*dx, dw, acc0)
-				acc1 = fma32(float32(s1)*dx, dw, acc1)
+				acc = fma32(float32(s0+s1)*dx, dw, acc)
 			}
-			out[j*ldo+r] = acc0 + acc1
+			out[j*ldo+r] = acc
 		}
 	}
 }

@@ -8,36 +8,22 @@ import (
 )
 
 // refPackedQ4_0 is the packed Q4_0 product's definition computed from the plain Q4_0 rows, without
-// the packed layout: per half block the exact integer Σ(q-8)·x, acc_h = fma(float(s_h)·d_x, d_w,
-// acc_h), and acc_0 + acc_1 at the end.
+// the packed layout: per block the exact integer s = Σ(q-8)·x over its 32 elements, then
+// acc = fma(float(s)·d_x, d_w, acc).
 func refPackedQ4_0(w []byte, cols, r int, xq []byte) float32 {
 	nb := cols / QK
 	row := w[r*nb*BlockQ4_0:]
-	var acc0, acc1 float32
+	var acc float32
 	for b := 0; b < nb; b++ {
 		wb, xb := row[b*BlockQ4_0:], xq[b*BlockQ8_0:]
-		var s0, s1 int32
+		var s int32
 		for e := 0; e < 16; e++ {
-			s0 += (int32(wb[2+e]&0xf) - 8) * int32(int8(xb[2+e]))
-			s1 += (int32(wb[2+e]>>4) - 8) * int32(int8(xb[18+e]))
+			s += (int32(wb[2+e]&0xf) - 8) * int32(int8(xb[2+e]))
+			s += (int32(wb[2+e]>>4) - 8) * int32(int8(xb[18+e]))
 		}
-		acc0 = fma32(float32(s0)*loadF16(xb), loadF16(wb), acc0)
-		acc1 = fma32(float32(s1)*loadF16(xb), loadF16(wb), acc1)
+		acc = fma32(float32(s)*loadF16(xb), loadF16(wb), acc)
 	}
-	return acc0 + acc1
-}
-
-// absDotHalves is absDotQ over half blocks, the terms the packed Q4_0 product sums in float.
-func absDotHalves(w, x []float32) float64 {
-	var s float64
-	for h := 0; h < len(w)/(QK/2); h++ {
-		var part float64
-		for i := h * QK / 2; i < (h+1)*QK/2; i++ {
-			part += float64(w[i]) * float64(x[i])
-		}
-		s += math.Abs(part)
-	}
-	return s
+	return acc
 }
 
 func TestPackedQ4_0(t *testing.T) {
@@ -88,7 +74,7 @@ func TestPackedQ4_0(t *testing.T) {
 						// The true dot product of the dequantized values, and the plain-layout kernel,
 						// within the float reordering bound.
 						wr, xr := wd[r*sh.cols:(r+1)*sh.cols], xd[j*sh.cols:(j+1)*sh.cols]
-						tol := tolerance(sh.cols/QK, absDotHalves(wr, xr))
+						tol := tolerance(sh.cols/QK, absDotQ(wr, xr))
 						var exact float64
 						for c := range wr {
 							exact += float64(wr[c]) * float64(xr[c])
@@ -120,10 +106,11 @@ func TestPackedQ4_0(t *testing.T) {
 }
 
 // TestPackedQ4_0Extremes runs the largest nibble and activation magnitudes through every tier: the
-// AVX2 kernel adds eight vpmaddubsw products in int16 before widening, which must not overflow.
+// AVX2 kernels add a block's eight vpmaddubsw results in int16 (16 products a lane) before widening, which
+// must not overflow (at most 16·15·128 = 30720 in a lane, with activations of -128).
 func TestPackedQ4_0Extremes(t *testing.T) {
 	defer UseGeneric(false)
-	const rows, cols, n = 16, 128, 3
+	const rows, cols, n = 16, 128, 4
 	nb := cols / QK
 	w := make([]byte, rows*nb*BlockQ4_0)
 	xq := make([]byte, n*nb*BlockQ8_0)
@@ -141,7 +128,7 @@ func TestPackedQ4_0Extremes(t *testing.T) {
 			blk := xq[(j*nb+b)*BlockQ8_0:]
 			blk[0], blk[1] = 0x00, 0x3c
 			for e := 0; e < 32; e++ {
-				blk[2+e] = byte([]int8{127, -127, 127}[j])
+				blk[2+e] = byte([]int8{127, -127, 127, -128}[j])
 			}
 		}
 	}
