@@ -29,8 +29,10 @@ commands:
   serve     run the voice server (WebSocket /ws, /metrics, /healthz, OpenAI API /v1/)
   llm       the in-process LLM engine's tools (run, bench, quantize, synth)
   bench     benchmarks: bench turns (end of turn, heard latency), bench eou
-            (the end-of-utterance scorer on text), bench asr (WER and final
-            latency on WAV sets), bench asr-sets
+            (the end-of-utterance scorer on text), bench eou-speech (the
+            recogniser's text of spoken utterances at pauses and ends, for
+            the scorer), bench asr (WER and final latency on WAV sets),
+            bench asr-sets
   knowledge the local knowledge base (index, query)
   eval      score answers: eval answers --file Q.jsonl [--knowledge on|off|both]
   version   print the version
@@ -79,6 +81,9 @@ func run(ctx context.Context, args []string) error {
 		}
 		if len(args) > 1 && args[1] == "eou" {
 			return runBenchEOU(ctx, args[2:], os.Stdout)
+		}
+		if len(args) > 1 && args[1] == "eou-speech" {
+			return runBenchEOUSpeech(ctx, args[2:], os.Stdout)
 		}
 		return runBench(ctx, args[1:])
 	case "version", "--version", "-version":

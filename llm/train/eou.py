@@ -29,7 +29,14 @@ and the shipped one was fine-tuned again from the scorer before it (Makefile EOU
            `voxpipe llm quantize`; report.json holds AUC (clean, noisy, commas), the scorer before
            training, and a ROC table.
 
-make train-eou runs both and quantizes. Everything is seeded.
+  speech   The recogniser's own text: `eou.py speech-texts` picks utterances of the data (users' turns mostly),
+           `voxpipe bench eou-speech` speaks each (flite and espeak-ng voices, room noise), pauses it once after a
+           random word and streams it through pocketsphinx as a session does; its partial and final at the pause
+           are cut-offs, at the end complete. `train --speech` draws them as one more source, without made-up
+           errors: they carry the recogniser's own ("what is the" heard as "what is that"), which random word
+           substitutions do not teach.
+
+make train-eou runs them all and quantizes. Everything is seeded.
 """
 import argparse
 import gzip
@@ -482,6 +489,35 @@ def prepare(args):
     print(json.dumps({"sources": counts, "train": len(train), "valid": len(valid)}))
 
 
+# Utterances to speak for `voxpipe bench eou-speech` (the recogniser's own text): users' turns mostly, by source.
+SPEECH_QUOTA = {"user": 700, "grammar": 450, "everyday": 600, "question": 450, "fortune": 450, "example": 250,
+                "answer": 100, "short": 86}
+SPEECH_SHORT_REPEATS = 3  # each short turn in three voices: they are few and what people say most
+
+
+def speech_texts(args):
+    """Seeded choices of eou-train and eou-valid utterances (source TAB text) for `voxpipe bench eou-speech`:
+    SPEECH_QUOTA of each source from training, an eighth of it from validation."""
+    rng = random.Random(args.seed)
+    for name, scale in (("train", 1.0), ("valid", 0.125)):
+        by_src = {}
+        with gzip.open(os.path.join(args.data, "eou-%s.tsv.gz" % name), "rt", encoding="utf-8") as f:
+            for line in f:
+                src, _, text = line.rstrip("\n").partition("\t")
+                by_src.setdefault(src, []).append(text)
+        out = []
+        for src in sorted(SPEECH_QUOTA):
+            pool = by_src.get(src, [])
+            pick = rng.sample(pool, min(int(SPEECH_QUOTA[src] * scale), len(pool)))
+            out += [(src, t) for t in pick * (SPEECH_SHORT_REPEATS if src == "short" else 1)]
+        rng.shuffle(out)
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, "eou-speech-%s.tsv" % name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("".join("%s\t%s\n" % r for r in out))
+        print(json.dumps({"out": path, "utterances": len(out)}))
+
+
 # ------------------------------------------------------------------------------------------ data for training
 
 def load_tsv(path):
@@ -538,10 +574,11 @@ AMBIGUOUS_MIN_WORDS = 3  # shorter prefixes ("how", "what time", "can you") go o
 COMPLETE = set()  # tuples of the words of every complete utterance of the data (train() fills it)
 
 
-def labelled(words):
+def labelled(words, end=(1.0, 1.0)):
     """(words without markers, weight of each boundary, target of each boundary): the last boundary is complete
     (1); an earlier one is a cut-off (0) that weighs 2 before a comma, or AMBIGUOUS (weight 1) where the words so
-    far could end a turn."""
+    far could end a turn. end: the last boundary's (target, weight) where it is not a complete end (a speech row
+    cut at a pause)."""
     plain, weight, target = [], [], []
     for w in words:
         if w in MARKS:
@@ -552,8 +589,45 @@ def labelled(words):
         weight.append(1.0)
         target.append(AMBIGUOUS if len(plain) >= AMBIGUOUS_MIN_WORDS and tuple(plain) in COMPLETE else 0.0)
     if target:
-        weight[-1], target[-1] = 1.0, 1.0
+        target[-1], weight[-1] = end
     return plain, weight, target
+
+
+def load_speech(path, min_words):
+    """The recogniser's own text from `voxpipe bench eou-speech` (JSON lines): [(words, (target, weight))].
+    A row at the end of an utterance is complete (1). A row at a pause is a cut-off (0), weighing double where
+    the speaker paused at a comma, or AMBIGUOUS where the words said so far could end a turn (a sentence ended
+    there, or they are a complete utterance of the data). Each utterance's end and its pause weigh the same
+    whatever the number of rows that show them (a partial and a final), so that a text the recogniser garbles
+    beyond reading is taught as neither complete nor cut off."""
+    utts = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                r = json.loads(line)
+                utts.setdefault(r["utt"], []).append(r)
+    out = []
+    for rows in utts.values():
+        full = next((r["said"].split() for r in rows if r["label"] == 1), None)
+        ends = [r for r in rows if r["label"] == 1]
+        cuts = [r for r in rows if r["label"] == 0]
+        for r in ends:
+            out.append((r["text"].split(), (1.0, 1.0 / len(ends))))
+        for r in cuts:
+            said = [w for w in r["said"].split() if w not in MARKS]
+            after = None  # the marker or word that followed the said words
+            if full:
+                k = n = 0
+                while n < len(said) and k < len(full):
+                    n += full[k] not in MARKS
+                    k += 1
+                after = full[k] if k < len(full) else None
+            w = 1.0 / len(cuts)
+            if after == "|" or (len(said) >= min_words and tuple(said) in COMPLETE):
+                out.append((r["text"].split(), (AMBIGUOUS, w)))
+            else:
+                out.append((r["text"].split(), (0.0, 2 * w if after == "," else w)))
+    return [x for x in out if x[0]]
 
 
 # ------------------------------------------------------------------------------------------ tokenizer
@@ -797,6 +871,9 @@ def train(args):
     by_src = {}
     for src, ws in train_rows:
         by_src.setdefault(src, []).append(ws)
+    speech = load_speech(args.speech, AMBIGUOUS_MIN_WORDS) if args.speech else []
+    if speech:
+        by_src["speech"] = speech
     weights = {s: args.weights.get(s, 0.1) for s in by_src}
     log("train %s, valid %d, vocab %d, weights %s" % ({s: len(v) for s, v in by_src.items()}, len(valid_rows),
                                                      len(vocab), weights))
@@ -808,18 +885,32 @@ def train(args):
         cum.append(tot)
 
     def draw():
+        """An item for labelled(): speech rows carry the recogniser's own errors and their end's label."""
         r = rng.random() * tot
         s = srcs[next(i for i, c in enumerate(cum) if r < c)]
-        return rng.choice(by_src[s])
+        if s == "speech":
+            words, end = rng.choice(speech)
+            return labelled(words, end)
+        return labelled(noise(rng.choice(by_src[s])))
 
     vrng = random.Random(args.seed + 7)
     vnoise = Noise(vocab, vrng)
     valid_clean = [(s,) + labelled(ws) for s, ws in valid_rows]
     valid_noisy = [(s,) + labelled(vnoise(ws, vrng.choice((0.1, 0.2, 0.3)))) for s, ws in valid_rows]
+    # Speech rows of held-out texts: only their last boundary (the pause or the end) is scored; -1 is no label.
+    valid_speech = []
+    for words, (target, _) in (load_speech(args.speech_valid, AMBIGUOUS_MIN_WORDS) if args.speech_valid else []):
+        plain, weight, _ = labelled(words)
+        valid_speech.append(("speech", plain, weight, [-1.0] * (len(plain) - 1) + [target]))
 
     def evaluate(tag):
         res = {"clean": summarise(score_set(model, enc, valid_clean, torch, F, device, autocast)),
                "noisy": summarise(score_set(model, enc, valid_noisy, torch, F, device, autocast))}
+        if valid_speech:
+            res["speech"] = summarise(score_set(model, enc, valid_speech, torch, F, device, autocast))
+            log("%s: AUC on the recogniser's text of held-out speech %.4f" % (tag, res["speech"]["auc"]))
+        # The checkpoint kept: the best on noisy text, or on noisy text and held-out speech together.
+        res["select"] = res["noisy"]["auc"] if not valid_speech else (res["noisy"]["auc"] + res["speech"]["auc"]) / 2
         log("%s: AUC clean %.4f noisy %.4f (comma cuts %.4f)" % (tag, res["clean"]["auc"], res["noisy"]["auc"],
                                                                 res["noisy"]["auc_complete_vs_comma_cuts"]))
         return res
@@ -849,7 +940,7 @@ def train(args):
         lr = args.lr * min(1.0, (step + 1) / 100) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / steps))))
         for g in opt.param_groups:
             g["lr"] = lr
-        items = [labelled(noise(draw())) for _ in range(args.batch)]
+        items = [draw() for _ in range(args.batch)]
         x, lm, rows, cols, labels, w = make_batch(enc, items, torch, device)
         with autocast():
             logits = model(x)
@@ -870,15 +961,16 @@ def train(args):
             res = evaluate("step %d %.0fs lr %.2e bce %.4f lm %.3f" % (step, time.time() - start, lr, bce.item(),
                                                                        lm_loss.item()))
             history.append({"step": step, "seconds": round(time.time() - start, 1), "bce": round(bce.item(), 4),
-                            "auc_clean": res["clean"]["auc"], "auc_noisy": res["noisy"]["auc"]})
-            if res["noisy"]["auc"] > best[0]:
-                best = (res["noisy"]["auc"], {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
+                            "auc_clean": res["clean"]["auc"], "auc_noisy": res["noisy"]["auc"],
+                            "auc_speech": res["speech"]["auc"] if "speech" in res else None})
+            if res["select"] > best[0]:
+                best = (res["select"], {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
                 if args.keep_best:  # a run cut short (a timeout) still leaves its best model
                     export(best[1], "voxpipe-eou-best-%s.gguf" % args.dtype)
     if best[1] is None or (history and history[-1]["step"] != step):
         res = evaluate("final step %d" % step)
-        if res["noisy"]["auc"] > best[0]:
-            best = (res["noisy"]["auc"], {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
+        if res["select"] > best[0]:
+            best = (res["select"], {k: t.detach().clone() for k, t in model.state_dict().items()}, step)
     model.load_state_dict(best[1])
     report["history"] = history
     report["steps"] = step
@@ -940,8 +1032,10 @@ def main():
     t.add_argument("--pos-weight", type=float, default=3.0, help="weight of a complete boundary against a cut")
     t.add_argument("--weights", type=json.loads, default={"user": 0.08, "answer": 0.04, "example": 0.08,
                                                           "grammar": 0.15, "everyday": 0.15, "short": 0.05,
-                                                          "question": 0.2, "fortune": 0.25},
+                                                          "question": 0.2, "fortune": 0.25, "speech": 0.15},
                    help="JSON: share of each source in a batch")
+    t.add_argument("--speech", default="", help="`voxpipe bench eou-speech` rows of training texts (JSON lines)")
+    t.add_argument("--speech-valid", default="", help="the same of validation texts: scored, and part of the checkpoint choice")
     t.add_argument("--valid", type=int, default=4000, help="validation utterances scored")
     t.add_argument("--eval-every", type=int, default=500)
     t.add_argument("--ctx", type=int, default=128, help="context length written to the GGUF file")
@@ -953,13 +1047,17 @@ def main():
     t.add_argument("--dtype", default="f16", choices=("f16", "q8_0"), help="the exported file's weights")
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--device", default="cuda")
+    st = sub.add_parser("speech-texts", help="utterances to speak for voxpipe bench eou-speech (standard library)")
+    st.add_argument("--data", default="build/eou-data", help="prepare's output")
+    st.add_argument("--out", default="build/eou-data")
+    st.add_argument("--seed", type=int, default=1234)
     m = sub.add_parser("soup", help="interpolate a fine-tuned scorer's weights with its base (standard library)")
     m.add_argument("--base", required=True, help="the GGUF the tuned one was fine-tuned from")
     m.add_argument("--tuned", required=True, help="the fine-tuned GGUF (F16)")
     m.add_argument("--alpha", type=float, default=0.5, help="the base's share")
     m.add_argument("--out", required=True)
     args = ap.parse_args()
-    {"prepare": prepare, "train": train, "soup": soup}[args.cmd](args)
+    {"prepare": prepare, "train": train, "soup": soup, "speech-texts": speech_texts}[args.cmd](args)
 
 
 if __name__ == "__main__":
