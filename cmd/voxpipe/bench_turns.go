@@ -26,6 +26,7 @@ import (
 	"github.com/voxpipe/voxpipe/internal/questions"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
+	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 	"github.com/voxpipe/voxpipe/tts"
 	ttsespeak "github.com/voxpipe/voxpipe/tts/espeak"
 	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
@@ -52,7 +53,9 @@ Streams complete questions and sentences with pauses to two in-process servers
 (the config, and the config with pipeline.turn.mode=silence) over /ws, and
 prints heard latency p50/p95 over the complete questions and, apart, over
 short everyday turns, and the false cut-off rate over the paused sentences
-for each.
+for each. --baseline-set pipeline.turn.mode=semantic --baseline-set
+pipeline.turn.model=M compares two end-of-turn scorers instead (the baseline's
+figures are then those labelled silence).
 `
 
 type benchItem struct {
@@ -152,6 +155,18 @@ func runBench(ctx context.Context, args []string) error {
 		return err
 	}
 	defer func() { _ = closeAll(closers) }()
+	// The servers share the backends, except the end-of-turn scorer when
+	// --baseline-set gives the baseline another (two scorers compared in
+	// one run, on the same utterances at the same time).
+	baseBe := be
+	if t := baseline.Pipeline.Turn; t.Mode == string(endturn.ModeSemantic) && (be.EOU == nil || t.Model != cfg.Pipeline.Turn.Model) {
+		eou, err := endturn.OpenLM(t.Model, t.Threads, sessionCaches(baseline))
+		if err != nil {
+			return fmt.Errorf("bench turns: baseline pipeline.turn.model (%s): %w", t.Model, err)
+		}
+		defer eou.Close()
+		baseBe.EOU = eou
+	}
 
 	items, err := benchCorpus(ctx, *seed, *only, *limit, realDirs)
 	if err != nil {
@@ -163,6 +178,7 @@ func runBench(ctx context.Context, args []string) error {
 	urls := map[string]string{}
 	for k, c := range []*config.Config{cfg, baseline} {
 		mode := []string{"semantic", "silence"}[k]
+		be := []pipeline.Backends{be, baseBe}[k]
 		addr := "127.0.0.1:0"
 		if *port > 0 {
 			addr = fmt.Sprintf("127.0.0.1:%d", *port+k)
