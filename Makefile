@@ -168,15 +168,21 @@ train-bench-pair: train-deps build ## train the bench target and distil its draf
 # it (EOU_BASE's file, from git history: the demo draft fine-tuned on older data), then averaged with
 # that base in weight space (EOU_SOUP of the base), which keeps the base's confidence on read and
 # misrecognised sentences. The base file stays the n-best rescoring model (models/voxpipe-rescore-q8_0.gguf).
+# The recogniser's own text (`voxpipe bench eou-speech`, about 25 min on 2 cores) is one more source:
+# utterances of the data spoken by flite and espeak-ng, paused once, through pocketsphinx.
 EOU_BASE  ?= 395b67e
 EOU_FLAGS ?= --steps 1472 --seconds 3600 --ambiguous 0.5 --ambiguous-min-words 3
-EOU_SOUP  ?= 0.5
+EOU_SOUP  ?= 0.25
+EOU_SPEECH = --speech build/eou-data/eou-speech-train.jsonl --speech-valid build/eou-data/eou-speech-valid.jsonl
 
 train-eou: train-deps build ## rebuild models/voxpipe-eou-q8_0.gguf (corpus here; training needs PyTorch+CUDA+tokenizers)
 	python3 llm/train/prepare.py --out build/train-data --seed 1234
 	python3 llm/train/eou.py prepare --data build/train-data --out build/eou-data --seed 1234
+	python3 llm/train/eou.py speech-texts --data build/eou-data --out build/eou-data --seed 1234
+	$(BIN)/voxpipe bench eou-speech --in build/eou-data/eou-speech-valid.tsv --out build/eou-data/eou-speech-valid.jsonl --seed 7
+	$(BIN)/voxpipe bench eou-speech --in build/eou-data/eou-speech-train.tsv --out build/eou-data/eou-speech-train.jsonl --seed 1234
 	git show $(EOU_BASE):models/voxpipe-eou-q8_0.gguf > build/eou-base-q8_0.gguf
-	$(TRAIN_PY) llm/train/eou.py train --data build/eou-data --init build/eou-base-q8_0.gguf --out build/eou --seed 1234 $(EOU_FLAGS)
+	$(TRAIN_PY) llm/train/eou.py train --data build/eou-data --init build/eou-base-q8_0.gguf --out build/eou --seed 1234 $(EOU_FLAGS) $(EOU_SPEECH)
 	python3 llm/train/eou.py soup --base build/eou-base-q8_0.gguf --tuned build/eou/voxpipe-eou-f16.gguf --alpha $(EOU_SOUP) --out build/eou/voxpipe-eou-soup-f16.gguf
 	$(BIN)/voxpipe llm quantize build/eou/voxpipe-eou-soup-f16.gguf models/voxpipe-eou-q8_0.gguf --type q8_0
 

@@ -48,8 +48,8 @@ func TestReadEOUSpeechTexts(t *testing.T) {
 
 // bench eou-speech through flite and pocketsphinx: every utterance gives an
 // end (partial and final, label 1) and, when cut, a pause row (label 0)
-// whose words said are a proper prefix of the utterance's; what flite says
-// clearly comes back mostly right.
+// whose words said are a proper prefix of the utterance's; most words said
+// come back.
 func TestBenchEOUSpeech(t *testing.T) {
 	if d, err := csphinx.NewDecoder([]string{"-no_such_flag", "x"}); errors.Is(err, csphinx.ErrNoCgo) {
 		t.Skip("requires cgo: pocketsphinx unavailable")
@@ -91,6 +91,8 @@ func TestBenchEOUSpeech(t *testing.T) {
 	if len(byUtt) != len(texts) {
 		t.Fatalf("rows of %d utterances, want %d", len(byUtt), len(texts))
 	}
+	saidWords, heardWords := 0, 0
+	var finals []string
 	for _, rows := range byUtt {
 		kinds := map[string]eouSpeechRow{}
 		for _, r := range rows {
@@ -111,21 +113,22 @@ func TestBenchEOUSpeech(t *testing.T) {
 				t.Errorf("pause final %+v: want label 0 and said %q", pf, p.Said)
 			}
 		}
-		if strings.HasPrefix(end.Voice, "flite") {
-			said, heard := strings.Fields(end.Said), map[string]bool{}
-			for _, w := range strings.Fields(end.Text) {
-				heard[w] = true
-			}
-			n := 0
-			for _, w := range said {
-				if heard[w] {
-					n++
-				}
-			}
-			if 2*n < len(said) {
-				t.Errorf("%s heard %q for %q", end.Voice, end.Text, end.Said)
+		heard := map[string]bool{}
+		for _, w := range strings.Fields(end.Text) {
+			heard[w] = true
+		}
+		for _, w := range strings.Fields(end.Said) {
+			saidWords++
+			if heard[w] {
+				heardWords++
 			}
 		}
+		finals = append(finals, end.Voice+": "+end.Text)
+	}
+	// The voices differ (awb at 0.85 speed is the recogniser's hardest),
+	// but audio that reached it whole is mostly recognised.
+	if 2*heardWords < saidWords {
+		t.Errorf("%d of %d words said came back: %q", heardWords, saidWords, finals)
 	}
 	if !strings.Contains(stdout.String(), "3 utterances") {
 		t.Errorf("summary %q", stdout.String())
