@@ -16,14 +16,10 @@ import (
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
-// TestBenchASR runs `voxpipe bench asr` on pocketsphinx-testdata's
-// goforward, as a tuning set and, resampled by the bench to 8 kHz, as a
-// held-out one: it must find one turn, the right words and a latency.
-func TestBenchASR(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(psTestData, "goforward.raw"))
-	if err != nil {
-		t.Skipf("requires pocketsphinx-testdata: %v", err)
-	}
+// requireSphinx skips t where the default recogniser cannot run: no cgo
+// build, or no pocketsphinx-en-us model.
+func requireSphinx(t *testing.T) {
+	t.Helper()
 	if d, err := csphinx.NewDecoder([]string{"-no_such_flag", "x"}); errors.Is(err, csphinx.ErrNoCgo) {
 		t.Skip("requires cgo: pocketsphinx unavailable")
 	} else if err == nil {
@@ -32,6 +28,17 @@ func TestBenchASR(t *testing.T) {
 	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {
 		t.Skipf("requires pocketsphinx-en-us: %v", err)
 	}
+}
+
+// TestBenchASR runs `voxpipe bench asr` on pocketsphinx-testdata's
+// goforward, as a tuning set and, resampled by the bench to 8 kHz, as a
+// held-out one: it must find one turn, the right words and a latency.
+func TestBenchASR(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(psTestData, "goforward.raw"))
+	if err != nil {
+		t.Skipf("requires pocketsphinx-testdata: %v", err)
+	}
+	requireSphinx(t)
 	pcm := make([]int16, len(raw)/2)
 	for i := range pcm {
 		pcm[i] = int16(binary.LittleEndian.Uint16(raw[2*i:]))

@@ -5,14 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	csphinx "github.com/voxpipe/voxpipe/cgo/sphinx"
 )
 
 // The texts spoken: markers kept as words, bench turns' own utterances left
@@ -51,14 +48,7 @@ func TestReadEOUSpeechTexts(t *testing.T) {
 // whose words said are a proper prefix of the utterance's; most words said
 // come back.
 func TestBenchEOUSpeech(t *testing.T) {
-	if d, err := csphinx.NewDecoder([]string{"-no_such_flag", "x"}); errors.Is(err, csphinx.ErrNoCgo) {
-		t.Skip("requires cgo: pocketsphinx unavailable")
-	} else if err == nil {
-		_ = d.Close()
-	}
-	if _, err := os.Stat("/usr/share/pocketsphinx/model/en-us/en-us.lm.bin"); err != nil {
-		t.Skipf("requires pocketsphinx-en-us: %v", err)
-	}
+	requireSphinx(t)
 	if _, err := eouSpeechVoices(); err != nil {
 		t.Skipf("no TTS voice: %v", err)
 	}
