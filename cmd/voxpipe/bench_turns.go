@@ -690,28 +690,24 @@ func benchCorpus(ctx context.Context, seed uint64, only string, limit int, realD
 	add := func(it benchItem) { items = append(items, it) }
 	want := func(kind string, n int) bool { return (only == "" || only == kind) && (limit == 0 || n < limit) }
 	n := 0
-	for i := 0; i < 2*len(questions.Complete) && want("complete", n); i++ {
-		q, v := questions.Complete[i%len(questions.Complete)], voices[(i+i/len(questions.Complete))%len(voices)]
-		pcm, err := speak(ctx, v.synth, q)
-		if err != nil {
-			return nil, err
+	// Whole turns, each text in two voices: the questions, then the short
+	// everyday turns.
+	for _, set := range []struct {
+		kind  string
+		texts []string
+	}{{"complete", questions.Complete}, {"short", questions.Short}} {
+		n = 0
+		for i := 0; i < 2*len(set.texts) && want(set.kind, n); i++ {
+			q, v := set.texts[i%len(set.texts)], voices[(i+i/len(set.texts))%len(voices)]
+			pcm, err := speak(ctx, v.synth, q)
+			if err != nil {
+				return nil, err
+			}
+			lead := silence(300, rng)
+			add(benchItem{Name: fmt.Sprintf("%s-%02d", set.kind, i), Kind: set.kind, Voice: v.name, Text: q,
+				pcm: append(lead, pcm...), speechEnd: len(lead) + len(pcm)})
+			n++
 		}
-		lead := silence(300, rng)
-		add(benchItem{Name: fmt.Sprintf("complete-%02d", i), Kind: "complete", Voice: v.name, Text: q,
-			pcm: append(lead, pcm...), speechEnd: len(lead) + len(pcm)})
-		n++
-	}
-	n = 0
-	for i := 0; i < 2*len(questions.Short) && want("short", n); i++ {
-		q, v := questions.Short[i%len(questions.Short)], voices[(i+i/len(questions.Short))%len(voices)]
-		pcm, err := speak(ctx, v.synth, q)
-		if err != nil {
-			return nil, err
-		}
-		lead := silence(300, rng)
-		add(benchItem{Name: fmt.Sprintf("short-%02d", i), Kind: "short", Voice: v.name, Text: q,
-			pcm: append(lead, pcm...), speechEnd: len(lead) + len(pcm)})
-		n++
 	}
 	n = 0
 	for i := 0; i < 2*len(benchPaused) && want("paused", n); i++ {
