@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -221,13 +222,19 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 	w := bufio.NewWriter(out)
 	enc := json.NewEncoder(w)
 
+	// Rows go out in the utterances' order, whatever order they finish in,
+	// so that the file does not depend on timing.
 	var (
-		mu      sync.Mutex
-		done    int
-		written int
-		failed  int
-		next    = make(chan int)
-		wg      sync.WaitGroup
+		mu       sync.Mutex
+		done     int
+		written  int
+		failed   int
+		writeErr error
+		rowsOf   = make([][]eouSpeechRow, len(texts))
+		finished = make([]bool, len(texts))
+		nextOut  int
+		next     = make(chan int)
+		wg       sync.WaitGroup
 	)
 	for range *parallel {
 		wg.Add(1)
@@ -244,11 +251,17 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 					failed++
 					fmt.Fprintf(os.Stderr, "bench eou-speech: %q: %v\n", strings.Join(texts[i].words, " "), err)
 				}
-				for _, row := range rows {
-					row.Utt, row.Source = i, texts[i].source
-					if err := enc.Encode(row); err == nil {
+				rowsOf[i], finished[i] = rows, true
+				for ; nextOut < len(texts) && finished[nextOut]; nextOut++ {
+					for _, row := range rowsOf[nextOut] {
+						row.Utt, row.Source = nextOut, texts[nextOut].source
+						if err := enc.Encode(row); err != nil {
+							writeErr = cmp.Or(writeErr, err)
+							continue
+						}
 						written++
 					}
+					rowsOf[nextOut] = nil
 				}
 				if done%100 == 0 {
 					fmt.Fprintf(os.Stderr, "bench eou-speech: %d of %d utterances, %d rows\n", done, len(texts), written)
@@ -268,7 +281,7 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 	}
 	close(next)
 	wg.Wait()
-	if err := w.Flush(); err != nil {
+	if err := cmp.Or(writeErr, w.Flush()); err != nil {
 		return fmt.Errorf("bench eou-speech: %w", err)
 	}
 	fmt.Fprintf(stdout, "bench eou-speech: %d utterances, %d rows, %d failed\n", done, written, failed)
@@ -287,16 +300,20 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v eouSpeechVoice, rng *rand.Rand, closeAtPause bool) ([]eouSpeechRow, error) {
 	// The written text: a "|" is a sentence end, a "," a comma.
 	var b strings.Builder
-	var said []string   // spoken words
-	var ends []int      // each spoken word's end in b
-	var saidAt []string // the words with markers up to each spoken word
-	var commaAfter []bool
+	var said []string    // spoken words
+	var ends []int       // each spoken word's end in b
+	var saidAt []string  // the words with markers up to each spoken word
+	var markAfter []bool // a comma or a sentence end follows the word: where people pause
 	for i, w := range t.words {
 		switch w {
 		case ",", "|":
 			if len(said) > 0 {
-				b.WriteString(map[string]string{",": ",", "|": "."}[w])
-				commaAfter[len(commaAfter)-1] = true
+				if w == "|" {
+					b.WriteByte('.')
+				} else {
+					b.WriteByte(',')
+				}
+				markAfter[len(markAfter)-1] = true
 			}
 			continue
 		}
@@ -307,7 +324,7 @@ func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v eo
 		said = append(said, w)
 		ends = append(ends, b.Len())
 		saidAt = append(saidAt, strings.Join(t.words[:i+1], " "))
-		commaAfter = append(commaAfter, false)
+		markAfter = append(markAfter, false)
 	}
 	if len(said) == 0 {
 		return nil, errors.New("no words")
@@ -348,18 +365,19 @@ func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v eo
 		s := float64(pcm[start+i]) + rng.NormFloat64()*noiseRMS
 		speech[i] = int16(max(-32768, min(32767, s)))
 	}
-	// The cut: after a word before the last, at a comma more often (where
-	// people pause), never where the audio has no room on either side.
+	// The cut: after a word before the last, more often at a comma or a
+	// sentence end (where people pause), never where the audio has no room
+	// on either side.
 	cut, cutSample := -1, 0
 	if len(said) > 1 {
-		var commas []int
+		var marked []int
 		for i := range len(said) - 1 {
-			if commaAfter[i] {
-				commas = append(commas, i)
+			if markAfter[i] {
+				marked = append(marked, i)
 			}
 		}
-		if len(commas) > 0 && rng.Float64() < 0.4 {
-			cut = commas[rng.IntN(len(commas))]
+		if len(marked) > 0 && rng.Float64() < 0.4 {
+			cut = marked[rng.IntN(len(marked))]
 		} else {
 			cut = rng.IntN(len(said) - 1)
 		}

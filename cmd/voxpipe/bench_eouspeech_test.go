@@ -70,12 +70,17 @@ func TestBenchEOUSpeech(t *testing.T) {
 	}
 	defer f.Close()
 	byUtt := map[int][]eouSpeechRow{}
+	lastUtt := 0
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		var r eouSpeechRow
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("%v: %s", err, sc.Text())
 		}
+		if r.Utt < lastUtt {
+			t.Errorf("utterance %d's row after utterance %d's: the rows must be in the texts' order", r.Utt, lastUtt)
+		}
+		lastUtt = r.Utt
 		byUtt[r.Utt] = append(byUtt[r.Utt], r)
 	}
 	if len(byUtt) != len(texts) {

@@ -607,7 +607,7 @@ def load_speech(path, min_words):
                 r = json.loads(line)
                 utts.setdefault(r["utt"], []).append(r)
     out = []
-    for _, rows in sorted(utts.items()):  # the generator writes them in the order they finish
+    for rows in utts.values():
         full = next((r["said"].split() for r in rows if r["label"] == 1), None)
         ends = [r for r in rows if r["label"] == 1]
         cuts = [r for r in rows if r["label"] == 0]
