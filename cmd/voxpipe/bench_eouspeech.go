@@ -58,7 +58,7 @@ type eouSpeechRow struct {
 	Label  int    `json:"label"` // 1 = the utterance ended there
 	Kind   string `json:"kind"`  // pause-partial | pause-final | end-partial | end-final
 	Text   string `json:"text"`  // what the recogniser gave
-	Said   string `json:"said"`  // the words spoken so far, markers kept
+	Said   string `json:"said"`  // the words spoken so far and the markers after the last, "," or "|"
 	Voice  string `json:"voice"`
 	Source string `json:"source,omitempty"`
 }
@@ -302,7 +302,7 @@ func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v eo
 	var b strings.Builder
 	var said []string    // spoken words
 	var ends []int       // each spoken word's end in b
-	var saidAt []string  // the words with markers up to each spoken word
+	var saidAt []string  // the words up to each spoken word, with the markers that follow it
 	var markAfter []bool // a comma or a sentence end follows the word: where people pause
 	for i, w := range t.words {
 		switch w {
@@ -314,6 +314,7 @@ func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v eo
 					b.WriteByte(',')
 				}
 				markAfter[len(markAfter)-1] = true
+				saidAt[len(saidAt)-1] = strings.Join(t.words[:i+1], " ")
 			}
 			continue
 		}

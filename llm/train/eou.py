@@ -597,9 +597,9 @@ def load_speech(path, min_words):
     """The recogniser's own text from `voxpipe bench eou-speech` (JSON lines): [(words, (target, weight))].
     A row at the end of an utterance is complete (1). A row at a pause is a cut-off (0), weighing double where
     the speaker paused at a comma, or AMBIGUOUS where the words said so far could end a turn (a sentence ended
-    there, or they are a complete utterance of the data). Each utterance's end and its pause weigh the same
-    whatever the number of rows that show them (a partial and a final), so that a text the recogniser garbles
-    beyond reading is taught as neither complete nor cut off."""
+    there, or they are a complete utterance of the data; the row's "said" ends with the marker that followed).
+    Each utterance's end and its pause weigh the same whatever the number of rows that show them (a partial and
+    a final), so that a text the recogniser garbles beyond reading is taught as neither complete nor cut off."""
     utts = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -608,20 +608,14 @@ def load_speech(path, min_words):
                 utts.setdefault(r["utt"], []).append(r)
     out = []
     for rows in utts.values():
-        full = next((r["said"].split() for r in rows if r["label"] == 1), None)
         ends = [r for r in rows if r["label"] == 1]
         cuts = [r for r in rows if r["label"] == 0]
         for r in ends:
             out.append((r["text"].split(), (1.0, 1.0 / len(ends))))
         for r in cuts:
-            said = [w for w in r["said"].split() if w not in MARKS]
-            after = None  # the marker or word that followed the said words
-            if full:
-                k = n = 0
-                while n < len(said) and k < len(full):
-                    n += full[k] not in MARKS
-                    k += 1
-                after = full[k] if k < len(full) else None
+            said = r["said"].split()  # the words said, then the marker after them if there was one
+            after = said[-1] if said[-1] in MARKS else None
+            said = [w for w in said if w not in MARKS]
             w = 1.0 / len(cuts)
             if after == "|" or (len(said) >= min_words and tuple(said) in COMPLETE):
                 out.append((r["text"].split(), (AMBIGUOUS, w)))
