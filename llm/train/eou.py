@@ -244,7 +244,7 @@ SHORT_TURNS = [
 # writes ("what is your name", "what's your name"); `prepare --short-questions` adds them to the short turns. Tried
 # in session 12 and not shipped (models/README.md): they lifted bare questions the scorer was not shown
 # (cmd/voxpipe/testdata/eou-bare.tsv: median 0.37 -> 0.53) and cut the wait after short turns to a third, but
-# also raised the scores of misrecognised first halves, and bench turns cut 6 of 96 paused sentences instead of 3.
+# also raised the scores of misrecognised first halves, and bench turns cut 10 of 192 paused sentences instead of 6.
 SHORT_QUESTIONS = [
     "what is your name", "what's your name", "what are you called", "how old are you", "who built you",
     "where are you from", "where do you live", "are you there", "are you awake", "are you real", "are you human",
