@@ -19,7 +19,6 @@ import (
 	"github.com/voxpipe/voxpipe/internal/questions"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
-	"github.com/voxpipe/voxpipe/tts"
 	ttsespeak "github.com/voxpipe/voxpipe/tts/espeak"
 	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
 )
@@ -63,25 +62,19 @@ type eouSpeechRow struct {
 	Source string `json:"source,omitempty"`
 }
 
-// eouSpeechVoice is a synthesizer and its name in the rows.
-type eouSpeechVoice struct {
-	name  string
-	synth tts.Synthesizer
-}
-
 // eouSpeechVoices opens every flite voice at three speeds and two of
 // espeak-ng's English voices: many speakers, since the recogniser's errors
 // depend on the voice, none the recogniser cannot follow at all (measured on
 // held-out texts: flite 0.30-0.58 WER, these espeak-ng ones 0.62-0.72).
-func eouSpeechVoices() ([]eouSpeechVoice, error) {
-	var out []eouSpeechVoice
+func eouSpeechVoices() ([]benchVoice, error) {
+	var out []benchVoice
 	for _, v := range []string{"slt", "kal16", "awb", "rms"} {
 		for _, rate := range []float64{0.85, 1, 1.2} {
 			s, err := ttsflite.New(ttsflite.Config{Voice: v, Rate: rate})
 			if err != nil {
 				continue
 			}
-			out = append(out, eouSpeechVoice{fmt.Sprintf("flite-%s-%.2f", v, rate), s})
+			out = append(out, benchVoice{fmt.Sprintf("flite-%s-%.2f", v, rate), s})
 		}
 	}
 	// espeak-ng's other English variants came out at 0.7-1.1 WER: noise, not speech.
@@ -92,7 +85,7 @@ func eouSpeechVoices() ([]eouSpeechVoice, error) {
 		if err != nil {
 			continue
 		}
-		out = append(out, eouSpeechVoice{fmt.Sprintf("espeak-%s-%d", v, c.Rate), s})
+		out = append(out, benchVoice{fmt.Sprintf("espeak-%s-%d", v, c.Rate), s})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("bench eou-speech: no flite or espeak-ng voice could be opened")
@@ -297,7 +290,7 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 // speakEOUText speaks t with v, pauses after a random word and streams it
 // through rec; with closeAtPause the first part is also recognised alone
 // and closed at the pause.
-func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v eouSpeechVoice, rng *rand.Rand, closeAtPause bool) ([]eouSpeechRow, error) {
+func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v benchVoice, rng *rand.Rand, closeAtPause bool) ([]eouSpeechRow, error) {
 	// The written text: a "|" is a sentence end, a "," a comma.
 	var b strings.Builder
 	var said []string    // spoken words
@@ -347,11 +340,9 @@ func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v eo
 		wordEnd[i] = marks[m].EndSample
 	}
 	if rate := v.synth.SampleRate(); rate != benchRate {
-		rs, err := audio.NewResampler(rate, benchRate)
-		if err != nil {
+		if pcm, err = to16k(pcm, rate); err != nil {
 			return nil, err
 		}
-		pcm = append(rs.Process(nil, pcm), rs.Flush(nil)...)
 		for i := range wordEnd {
 			wordEnd[i] = int(int64(wordEnd[i]) * benchRate / int64(rate))
 		}

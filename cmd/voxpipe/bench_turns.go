@@ -643,18 +643,27 @@ func synthesize(ctx context.Context, s tts.Synthesizer, text string) ([]int16, [
 // audibleAt16k resamples pcm to 16 kHz and cuts its leading and trailing
 // silence.
 func audibleAt16k(pcm []int16, rate int) ([]int16, error) {
-	if rate != benchRate {
-		rs, err := audio.NewResampler(rate, benchRate)
-		if err != nil {
-			return nil, err
-		}
-		pcm = rs.Process(nil, pcm)
+	pcm, err := to16k(pcm, rate)
+	if err != nil {
+		return nil, err
 	}
 	start, end := audio.FirstAudible(pcm, benchRate), audio.AudibleEnd(pcm, benchRate)
 	if start < 0 || end <= start {
 		return nil, errors.New("no audible speech")
 	}
 	return pcm[start:end], nil
+}
+
+// to16k resamples pcm from rate to the bench's 16 kHz.
+func to16k(pcm []int16, rate int) ([]int16, error) {
+	if rate == benchRate {
+		return pcm, nil
+	}
+	rs, err := audio.NewResampler(rate, benchRate)
+	if err != nil {
+		return nil, err
+	}
+	return append(rs.Process(nil, pcm), rs.Flush(nil)...), nil
 }
 
 // quietRoomRMS is the noise of a quiet room around synthesized speech:
