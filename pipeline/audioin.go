@@ -62,6 +62,7 @@ type audioIn struct {
 	endWait      *endWait
 	minEndFrames int // the earliest an utterance may end: MinSilenceMs
 	pauseFrames  int // silence that counts as a pause (speculative answers)
+	finalFrames  int // a pause this long gets the recogniser's final (Config.PauseFinalMs); 0 = by score only
 	pauseSent    bool
 	pauseSeq     int
 	splitSent    bool // an asrSplit went out for this pause (Config.PauseFinal)
@@ -123,6 +124,9 @@ func (a *audioIn) semantic(w *endWait, c endturn.Config) {
 	a.endWait = w
 	a.minEndFrames = max(1, (c.MinSilenceMs+frameMs-1)/frameMs)
 	a.pauseFrames = max(1, pauseMs/frameMs)
+	if a.cfg.PauseFinal > 0 && a.cfg.PauseFinalMs > 0 {
+		a.finalFrames = max(a.pauseFrames, (a.cfg.PauseFinalMs+frameMs-1)/frameMs)
+	}
 }
 
 // String prints the chain, for logs.
@@ -291,8 +295,10 @@ func (a *audioIn) checkEnd() {
 	if a.cfg.PauseFinal > 0 && n >= a.pauseFrames && !a.splitSent && room && (a.pauseSent || n == a.pauseFrames) {
 		// The partial may end the turn: have the recogniser's final for
 		// it. Checked on every silent frame of the pause, as the score of
-		// the last words can come after the pause began.
-		if _, score, ok := a.endWait.load(a.uttSeq); ok && score >= a.cfg.PauseFinal {
+		// the last words can come after the pause began; a long pause gets
+		// it whatever the partial read.
+		_, score, ok := a.endWait.load(a.uttSeq)
+		if (ok && score >= a.cfg.PauseFinal) || (a.finalFrames > 0 && n >= a.finalFrames) {
 			if !a.pauseSent { // the split reports the pause itself
 				a.pauseSent = true
 				a.pauseSeq++

@@ -84,6 +84,14 @@ type Config struct {
 	// stream fed the utterance's audio from its start, so the final still
 	// covers the whole utterance in one decode. 0 = never (asrstage.go).
 	PauseFinal float64
+	// PauseFinalMs (semantic mode, with PauseFinal on): a pause this long
+	// gets the recogniser's final whatever its partial scored. The partial
+	// of a finished question is often worse than its final (the words
+	// pocketsphinx's best-path and rescoring passes put right read as an
+	// unfinished sentence to the scorer), and the turn would then wait
+	// Turn.MaxSilenceMs; a pause this long is rare inside a phrase, so the
+	// decode again when speech goes on is rare too. 0 = by score only.
+	PauseFinalMs int
 
 	// Faults (docs/security.md). LLMStallTimeout fails a turn whose LLM
 	// sends nothing (not its first token, not the next) for this long;
@@ -215,6 +223,12 @@ func (cfg Config) validate(be Backends) (Config, error) {
 	}
 	if cfg.PauseFinal < 0 || cfg.PauseFinal > 1 {
 		return cfg, fmt.Errorf("%w: PauseFinal %v: want a score in [0, 1]", ErrConfig, cfg.PauseFinal)
+	}
+	if cfg.PauseFinalMs < 0 {
+		return cfg, fmt.Errorf("%w: PauseFinalMs %d: want >= 0", ErrConfig, cfg.PauseFinalMs)
+	}
+	if cfg.PauseFinal == 0 {
+		cfg.PauseFinalMs = 0
 	}
 	cfg.VAD.SampleRate = asrRate
 	if cfg.VAD.FrameMs == 0 {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -295,6 +296,59 @@ func TestPauseFinal(t *testing.T) {
 					{Role: llm.RoleUser, Content: "what time is it"},
 					{Role: llm.RoleAssistant, Content: "Noon."},
 				})
+				h.close()
+			})
+		})
+	}
+}
+
+// wordsScorer reads one word as cut off and more as complete: the fake
+// recogniser's partial is the first word, its final the whole text.
+type wordsScorer struct{}
+
+func (wordsScorer) Score(_ context.Context, _, text string) (float64, error) {
+	if strings.Contains(text, " ") {
+		return 0.9, nil
+	}
+	return 0.02, nil
+}
+
+// TestPauseFinalLongPause: a partial that reads cut off is not finalised at
+// the pause's start (Config.PauseFinal), but with Config.PauseFinalMs a pause
+// that lasts gets the final anyway; the final reads complete and ends the
+// turn there instead of after Turn.MaxSilenceMs.
+func TestPauseFinalLongPause(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		afterMs          int
+		minSilence, maxS int
+		pauseFinal       bool
+	}{{"off", 0, 1300, 1300, false}, {"300ms", 300, 300, 400, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				cfg := semanticConfig()
+				cfg.Speculative, cfg.PauseFinal, cfg.PauseFinalMs = true, 0.1, tc.afterMs
+				h, a := newPauseFinalHarness(t, cfg, wordsScorer{}, "what time is it", answer("Noon."), answer("Noon."))
+				h.audio(false, 200)
+				h.audio(true, 400)
+				h.audio(false, 2000)
+				outs := h.until("trace event", isEvent(EventTrace))
+				tr := events(outs, EventTrace)[0]
+				if tr.EndSilenceMs < tc.minSilence || tr.EndSilenceMs > tc.maxS {
+					t.Errorf("end_silence_ms %d, want %d..%d", tr.EndSilenceMs, tc.minSilence, tc.maxS)
+				}
+				if tr.PauseFinal != tc.pauseFinal {
+					t.Errorf("trace pause_final %v, want %v", tr.PauseFinal, tc.pauseFinal)
+				}
+				if finals := finalTexts(outs); len(finals) != 1 || finals[0] != "what time is it" {
+					t.Errorf("final transcripts %q, want one, the whole utterance", finals)
+				}
+				a.mu.Lock()
+				started, closed := a.started, len(a.closed)
+				a.mu.Unlock()
+				if started != 1 || closed != 1 {
+					t.Errorf("%d streams started, %d closed; want 1 and 1", started, closed)
+				}
 				h.close()
 			})
 		})

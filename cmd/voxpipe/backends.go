@@ -284,7 +284,7 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.MaxTurn = p.MaxTurn
 	pc.Turn = endturn.Config{Mode: endturn.Mode(p.Turn.Mode), MinSilenceMs: p.Turn.MinSilenceMs,
 		MaxSilenceMs: p.Turn.MaxSilenceMs, Threshold: p.Turn.Threshold, DoubtMs: p.Turn.DoubtMs}
-	pc.Speculative, pc.PauseFinal = p.Turn.Speculative, p.Turn.PauseFinal
+	pc.Speculative, pc.PauseFinal, pc.PauseFinalMs = p.Turn.Speculative, p.Turn.PauseFinal, p.Turn.PauseFinalMs
 	if c.ASR.Backend != "sphinx" {
 		// A remote recogniser would reconnect, and bill the audio again,
 		// at every pause the person speaks after.

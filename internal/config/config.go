@@ -213,6 +213,10 @@ type Turn struct {
 	// recogniser finalises the words so far (pipeline.Config.PauseFinal);
 	// 0 = never.
 	PauseFinal float64 `yaml:"pause_final"`
+	// PauseFinalMs: a pause this long gets the recogniser's final whatever
+	// its partial scored (pipeline.Config.PauseFinalAfter); 0 = only by
+	// score.
+	PauseFinalMs int `yaml:"pause_final_ms"`
 }
 
 // Values of pipeline.early_start.

@@ -61,6 +61,7 @@ func (c *Config) Validate() error {
 		v.intRange("pipeline.turn.doubt_ms", p.Turn.DoubtMs, 0, 10000)
 		v.intRange("pipeline.turn.threads", p.Turn.Threads, 1, 64)
 		v.floatRange("pipeline.turn.pause_final", p.Turn.PauseFinal, 0, 1)
+		v.intRange("pipeline.turn.pause_final_ms", p.Turn.PauseFinalMs, 0, 10000)
 		v.nonEmpty("pipeline.turn.model", p.Turn.Model)
 	}
 
