@@ -23,7 +23,8 @@
 //   - ASR owns the utterance's asr.Stream: writes frames, drains Results
 //     between writes, marks asr_first_partial / asr_final. With
 //     Config.PauseFinal it ends the stream at a pause that may end the turn
-//     and, if speech resumes, decodes the utterance again from its start.
+//     (or has lasted Config.PauseFinalMs) and, if speech resumes, decodes
+//     the utterance again from its start.
 //   - the turn manager (hub.go) owns the history and each turn's lifecycle.
 //   - LLM streams one turn at a time; deltas become answer events, the
 //     chunker's pieces become TTS jobs.

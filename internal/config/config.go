@@ -389,7 +389,7 @@ func Default() Config {
 			EarlyStart:            EarlyStartAuto,
 			EarlyStartStableMs:    150,
 			Turn: Turn{Mode: "semantic", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 160, MaxSilenceMs: 1300,
-				Threshold: 0.5, DoubtMs: 800, Threads: 1, Speculative: true, PauseFinal: 0.1},
+				Threshold: 0.5, DoubtMs: 800, Threads: 1, Speculative: true, PauseFinal: 0.1, PauseFinalMs: 300},
 			LLMStallTimeout: 15 * time.Second,
 			MaxTurn:         60 * time.Second,
 			Apology:         "Sorry, something went wrong. Please say that again.",
