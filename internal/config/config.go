@@ -214,8 +214,7 @@ type Turn struct {
 	// 0 = never.
 	PauseFinal float64 `yaml:"pause_final"`
 	// PauseFinalMs: a pause this long gets the recogniser's final whatever
-	// its partial scored (pipeline.Config.PauseFinalAfter); 0 = only by
-	// score.
+	// its partial scored (pipeline.Config.PauseFinalMs); 0 = only by score.
 	PauseFinalMs int `yaml:"pause_final_ms"`
 }
 

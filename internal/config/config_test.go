@@ -153,6 +153,7 @@ func TestValidateRejects(t *testing.T) {
 		{"tts.backend", `""`, "tts.backend: must not be empty"},
 		{"pipeline.early_start", "sometimes", "pipeline.early_start"},
 		{"pipeline.early_start_stable_ms", "-5", "pipeline.early_start_stable_ms"},
+		{"pipeline.turn.pause_final_ms", "-1", "pipeline.turn.pause_final_ms"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
