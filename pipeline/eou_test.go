@@ -273,16 +273,7 @@ func TestPauseFinal(t *testing.T) {
 				if tr.EndSilenceMs != 160 {
 					t.Errorf("end_silence_ms %d, want 160 (the partial reads complete)", tr.EndSilenceMs)
 				}
-				finals := finalTexts(outs)
-				if len(finals) != 1 || finals[0] != "what time is it" {
-					t.Errorf("final transcripts %q, want one, the whole utterance", finals)
-				}
-				a.mu.Lock()
-				started, closed := a.started, len(a.closed)
-				a.mu.Unlock()
-				if started != 1 || closed != 1 {
-					t.Errorf("%d streams started, %d closed; want 1 and 1", started, closed)
-				}
+				checkOneDecode(t, outs, a, "what time is it")
 				wantReqs := 2 // the discarded speculation, then the turn
 				if tc.promoted {
 					wantReqs = 1
@@ -299,6 +290,21 @@ func TestPauseFinal(t *testing.T) {
 				h.close()
 			})
 		})
+	}
+}
+
+// checkOneDecode checks that the utterance was decoded once, in one stream,
+// and that its one final transcript is said.
+func checkOneDecode(t *testing.T, outs []Output, a *fakeASR, said string) {
+	t.Helper()
+	if finals := finalTexts(outs); len(finals) != 1 || finals[0] != said {
+		t.Errorf("final transcripts %q, want one, the whole utterance", finals)
+	}
+	a.mu.Lock()
+	started, closed := a.started, len(a.closed)
+	a.mu.Unlock()
+	if started != 1 || closed != 1 {
+		t.Errorf("%d streams started, %d closed; want 1 and 1", started, closed)
 	}
 }
 
@@ -340,15 +346,7 @@ func TestPauseFinalLongPause(t *testing.T) {
 				if tr.PauseFinal != tc.pauseFinal {
 					t.Errorf("trace pause_final %v, want %v", tr.PauseFinal, tc.pauseFinal)
 				}
-				if finals := finalTexts(outs); len(finals) != 1 || finals[0] != "what time is it" {
-					t.Errorf("final transcripts %q, want one, the whole utterance", finals)
-				}
-				a.mu.Lock()
-				started, closed := a.started, len(a.closed)
-				a.mu.Unlock()
-				if started != 1 || closed != 1 {
-					t.Errorf("%d streams started, %d closed; want 1 and 1", started, closed)
-				}
+				checkOneDecode(t, outs, a, "what time is it")
 				h.close()
 			})
 		})
