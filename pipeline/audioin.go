@@ -124,7 +124,7 @@ func (a *audioIn) semantic(w *endWait, c endturn.Config) {
 	a.endWait = w
 	a.minEndFrames = max(1, (c.MinSilenceMs+frameMs-1)/frameMs)
 	a.pauseFrames = max(1, pauseMs/frameMs)
-	if a.cfg.PauseFinal > 0 && a.cfg.PauseFinalMs > 0 {
+	if a.cfg.PauseFinalMs > 0 { // validate zeroes it without PauseFinal
 		a.finalFrames = max(a.pauseFrames, (a.cfg.PauseFinalMs+frameMs-1)/frameMs)
 	}
 }
