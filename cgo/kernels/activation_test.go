@@ -40,7 +40,7 @@ func TestActivationsMatchGeneric(t *testing.T) {
 		}
 		wantS := append([]float32(nil), s...)
 		genericSoftmax(wantS, 0.125)
-		for _, tier := range []string{"avx2", "avx512vnni"} {
+		for _, tier := range []string{"avx2", "avx512vnni", "amx"} {
 			if ForceFeatures(tier) != nil {
 				continue
 			}
@@ -116,7 +116,7 @@ func TestAttendMatchesReference(t *testing.T) {
 						}
 					}
 				}
-				for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+				for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 					if ForceFeatures(tier) != nil {
 						continue
 					}
@@ -209,7 +209,7 @@ func TestAttendF16(t *testing.T) {
 			q := randF32(rng, nq*hd, 1)
 			kf := blockedKeys(randF32(rng, npos*hd, 1), hd, npos)
 			vf := randF32(rng, npos*hd, 1)
-			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+			for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 				if ForceFeatures(tier) != nil {
 					continue
 				}
@@ -256,7 +256,7 @@ func TestRMSNorm(t *testing.T) {
 			ss += float64(v) * float64(v)
 		}
 		scale := 1 / math.Sqrt(ss/float64(n)+1e-5)
-		for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+		for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 			if ForceFeatures(tier) != nil {
 				continue
 			}
@@ -289,7 +289,7 @@ func TestRopeTiersAgree(t *testing.T) {
 		for _, adjacent := range []bool{true, false} {
 			want := append([]float32(nil), x...)
 			genericRope(want, c.heads, c.hd, cos, sin, adjacent)
-			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+			for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 				if ForceFeatures(tier) != nil {
 					continue
 				}
@@ -359,7 +359,7 @@ func TestArgmax(t *testing.T) {
 			}
 		}
 		want = max(want, 0)
-		for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+		for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 			if ForceFeatures(tier) != nil {
 				continue
 			}

@@ -36,7 +36,7 @@ func loop(b *testing.B, f func(), work float64, unit string) {
 var benchShapes = []struct{ rows, cols int }{{896, 4864}, {576, 1536}, {4864, 896}}
 
 func benchTiers(b *testing.B, f func(b *testing.B)) {
-	for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+	for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 		if ForceFeatures(tier) != nil {
 			continue
 		}
@@ -89,12 +89,19 @@ func BenchmarkMatMul(b *testing.B) {
 			h := F32ToF16(v)
 			w16[2*i], w16[2*i+1] = byte(h), byte(h>>8)
 		}
+		p8 := make([]byte, PackedQ8_0Size(sh.rows, sh.cols))
+		PackQ8_0(p8, w8, sh.rows, sh.cols)
+		p4 := make([]byte, PackedQ4_0Size(sh.rows, sh.cols))
+		PackQ4_0(p4, w4, sh.rows, sh.cols)
 		out := make([]float32, n*sh.rows)
 		kinds := []struct {
 			name string
 			run  func()
 		}{
 			{"q8_0", func() { MatMulQ8_0(out, sh.rows, w8, sh.cols, 0, sh.rows, xq, n) }},
+			// The packed forms are what the engine runs (prompts on AMX where the CPU has it).
+			{"q8_0-packed", func() { MatMulPackedQ8_0(out, sh.rows, p8, sh.cols, 0, sh.rows, xq, n) }},
+			{"q4_0-packed", func() { MatMulPackedQ4_0(out, sh.rows, p4, sh.cols, 0, sh.rows, xq, n) }},
 			{"q4_0", func() { MatMulQ4_0(out, sh.rows, w4, sh.cols, 0, sh.rows, xq, n) }},
 			{"f16", func() { MatMulF16(out, sh.rows, w16, sh.cols, 0, sh.rows, x, n) }},
 			{"f32", func() { MatMulF32(out, sh.rows, wf, sh.cols, 0, sh.rows, x, n) }},

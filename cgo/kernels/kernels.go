@@ -2,7 +2,8 @@
 // row-range matrix-vector / matrix-matrix products for F32, F16, Q8_0 and Q4_0 weights.
 //
 // With cgo on amd64 the products run in C with AVX2+FMA+F16C or AVX-512 VNNI code chosen once at
-// start-up from the CPU's features; everything else (and every build without cgo) uses the portable
+// start-up from the CPU's features, and on CPUs with AMX (Intel Sapphire Rapids and later) packed
+// Q8_0 products of 16 or more activation rows (prompts) use tile instructions; everything else (and every build without cgo) uses the portable
 // Go versions in generic.go, which define the semantics the SIMD code is tested against.
 //
 // Quantized formats follow ggml exactly: a Q8_0 block is an fp16 scale d followed by 32 int8 q
@@ -42,6 +43,8 @@ const (
 	levelGeneric level = iota
 	levelAVX2
 	levelAVX512VNNI
+	// levelAMX is levelAVX512VNNI with prompt-sized packed Q8_0 products on AMX tiles.
+	levelAMX
 )
 
 func (l level) String() string {
@@ -50,6 +53,8 @@ func (l level) String() string {
 		return "avx2"
 	case levelAVX512VNNI:
 		return "avx512vnni"
+	case levelAMX:
+		return "amx"
 	}
 	return "generic"
 }
@@ -62,7 +67,7 @@ var (
 )
 
 // EnvVar names the environment variable that picks a tier at start-up ("generic", "avx2",
-// "avx512vnni"), e.g. VOXPIPE_KERNELS=avx2 to run the anchor machine's code path on an AVX-512 CPU.
+// "avx512vnni", "amx"), e.g. VOXPIPE_KERNELS=avx2 to run the anchor machine's code path on an AVX-512 CPU.
 // Unknown or unsupported values are ignored (Features reports what is in use).
 const EnvVar = "VOXPIPE_KERNELS"
 
@@ -75,7 +80,7 @@ func init() {
 
 func currentLevel() level { return level(active.Load()) }
 
-// Features names the implementation in use: "avx512vnni", "avx2" or "generic".
+// Features names the implementation in use: "amx", "avx512vnni", "avx2" or "generic".
 func Features() string { return currentLevel().String() }
 
 // Detected names the best implementation this CPU and build support, whatever is forced.
@@ -92,7 +97,7 @@ func UseGeneric(on bool) {
 	active.Store(int32(detected))
 }
 
-// ForceFeatures selects an implementation by name ("generic", "avx2", "avx512vnni"), so that the
+// ForceFeatures selects an implementation by name ("generic", "avx2", "avx512vnni", "amx"), so that the
 // AVX2 path, the one the benchmark anchor machine runs, can be tested on an AVX-512 machine.
 // Selecting a tier above the detected one fails with ErrUnsupportedFeatures.
 func ForceFeatures(name string) error {
@@ -104,8 +109,10 @@ func ForceFeatures(name string) error {
 		want = levelAVX2
 	case "avx512vnni":
 		want = levelAVX512VNNI
+	case "amx":
+		want = levelAMX
 	default:
-		return fmt.Errorf("kernels: feature set %q: %w (want generic, avx2 or avx512vnni)", name, ErrUnknownFeatures)
+		return fmt.Errorf("kernels: feature set %q: %w (want generic, avx2, avx512vnni or amx)", name, ErrUnknownFeatures)
 	}
 	if want > detected {
 		return fmt.Errorf("kernels: feature set %q on a CPU/build limited to %q: %w", name, detected, ErrUnsupportedFeatures)

@@ -4,7 +4,8 @@
 #define VOXPIPE_KERNELS_H
 #include <stdint.h>
 
-// kn_cpu_level returns 0 (no usable SIMD), 1 (AVX2+FMA+F16C) or 2 (also AVX-512 F/BW/VL/VNNI).
+// kn_cpu_level returns 0 (no usable SIMD), 1 (AVX2+FMA+F16C), 2 (also AVX-512 F/BW/VL/VNNI) or 3 (also
+// AMX-TILE and AMX-INT8, with Linux's permission to use tile data, which it requests).
 int kn_cpu_level(void);
 
 // AVX2 + FMA + F16C
@@ -46,6 +47,13 @@ void kn_attend_blk_f16_vnni(float *out, const float *q, const uint16_t *k, const
 // Packed Q8_0 (PackQ8_0's layout) against Q8_0 activations, one per tier.
 void kn_matmul_q8_0x8_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q8_0x8_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+// The same from activation rows prepared once (block scales and sums; for AMX also the rows tile by tile).
+void kn_q8_prepare_avx2(const uint8_t *xq, int64_t n, int64_t cols, float *xd, int32_t *xs);
+void kn_q8_prepare_vnni(const uint8_t *xq, int64_t n, int64_t cols, float *xd, int32_t *xs);
+void kn_q8_tiles_amx(const uint8_t *xq, int64_t n, int64_t cols, uint8_t *xt);
+void kn_matmul_q8_0x8_prep_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs);
+void kn_matmul_q8_0x8_prep_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs);
+void kn_matmul_q8_0x16_amx(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs, const uint8_t *xt);
 
 // Packed Q4_0 (PackQ4_0's layout) against Q8_0 activations, one per tier.
 void kn_matmul_q4_0x16_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);

@@ -1,19 +1,42 @@
 // SIMD kernels of package kernels. The file itself builds for baseline x86-64; each kernel group
 // sits in a `#pragma GCC target` region (same effect as per-function target attributes), and Go
 // picks a tier once at start-up from kn_cpu_level, so no instruction runs on a CPU without it.
+#define _DEFAULT_SOURCE // syscall(2) under -std=c11
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include "kernels.h"
+
+// Linux's arch_prctl codes for AMX (asm/prctl.h) and the tile data's xstate component.
+#define KN_ARCH_GET_XCOMP_PERM 0x1022
+#define KN_ARCH_REQ_XCOMP_PERM 0x1023
+#define KN_XFEATURE_XTILEDATA 18
+
+// amx_usable reports whether the CPU has AMX-TILE and AMX-INT8 and Linux lets this process use
+// them. Tile data is off for a process until it asks (ARCH_REQ_XCOMP_PERM, Linux 5.16+); the grant
+// is process-wide and enlarges signal frames to about 11 KiB, inside the Go runtime's 32 KiB signal
+// stacks.
+static int amx_usable(void) {
+	unsigned a, b, c, d;
+	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d & (1u << 24)) || !(d & (1u << 25)))
+		return 0;
+	if (syscall(SYS_arch_prctl, KN_ARCH_REQ_XCOMP_PERM, KN_XFEATURE_XTILEDATA) != 0)
+		return 0;
+	unsigned long perm = 0;
+	return syscall(SYS_arch_prctl, KN_ARCH_GET_XCOMP_PERM, &perm) == 0 && (perm & (1ul << KN_XFEATURE_XTILEDATA));
+}
 
 int kn_cpu_level(void) {
 	__builtin_cpu_init();
 	if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
 		return 0;
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-		return 2;
-	return 1;
+	if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")))
+		return 1;
+	return amx_usable() ? 3 : 2;
 }
 
 #pragma GCC push_options
@@ -448,6 +471,11 @@ void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
 #undef KN_TW4
 #undef KN_FN
 
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni,amx-tile,amx-int8")
+#include "kernels_amx.h"
 #pragma GCC pop_options
 
 #pragma GCC push_options

@@ -59,7 +59,7 @@ func simdMatMulF16(out []float32, ldo int, w []byte, cols, r0, r1 int, x []float
 }
 
 func simdMatVecQ8_0(l level, out []float32, w []byte, cols, r0, r1 int, xq []byte) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_matvec_q8_0_vnni(f32p(out), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), u8p(xq))
 		return
 	}
@@ -67,7 +67,7 @@ func simdMatVecQ8_0(l level, out []float32, w []byte, cols, r0, r1 int, xq []byt
 }
 
 func simdMatVecQ4_0(l level, out []float32, w []byte, cols, r0, r1 int, xq []byte) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_matvec_q4_0_vnni(f32p(out), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), u8p(xq))
 		return
 	}
@@ -75,7 +75,7 @@ func simdMatVecQ4_0(l level, out []float32, w []byte, cols, r0, r1 int, xq []byt
 }
 
 func simdMatMulQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_matmul_q8_0_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
 			u8p(xq), C.int64_t(n))
 		return
@@ -85,7 +85,7 @@ func simdMatMulQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int,
 }
 
 func simdMatMulQ4_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_matmul_q4_0_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
 			u8p(xq), C.int64_t(n))
 		return
@@ -99,7 +99,7 @@ func hwF32ToF16(f float32) uint16 { return uint16(C.kn_f32_to_f16_hw(C.float(f))
 func hwF16ToF32(h uint16) float32 { return float32(C.kn_f16_to_f32_hw(C.uint16_t(h))) }
 
 func simdMatMulPackedQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_matmul_q8_0x8_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
 			u8p(xq), C.int64_t(n))
 		return
@@ -109,7 +109,7 @@ func simdMatMulPackedQ8_0(l level, out []float32, ldo int, w []byte, cols, r0, r
 }
 
 func simdMatMulPackedQ4_0(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_matmul_q4_0x16_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
 			u8p(xq), C.int64_t(n))
 		return
@@ -147,7 +147,7 @@ func simdSoftmax(s []float32, scale float32) {
 }
 
 func simdAttend(l level, out, q, k, v []float32, hd, npos, nq int, scale float32, probs []float32) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_attend_blk_vnni(f32p(out), f32p(q), f32p(k), f32p(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
 			C.float(scale), f32p(probs))
 		return
@@ -159,7 +159,7 @@ func simdAttend(l level, out, q, k, v []float32, hd, npos, nq int, scale float32
 func u16s(s []uint16) *C.uint16_t { return (*C.uint16_t)(unsafe.Pointer(unsafe.SliceData(s))) }
 
 func simdAttendF16(l level, out, q []float32, k, v []uint16, hd, npos, nq int, scale float32, probs []float32) {
-	if l == levelAVX512VNNI {
+	if l >= levelAVX512VNNI {
 		C.kn_attend_blk_f16_vnni(f32p(out), f32p(q), u16s(k), u16s(v), C.int64_t(hd), C.int64_t(npos), C.int64_t(nq),
 			C.float(scale), f32p(probs))
 		return
@@ -173,3 +173,33 @@ func simdF32ToF16(dst []uint16, src []float32) {
 }
 
 func simdReadStream(p []byte) uint64 { return uint64(C.kn_read_stream(u8p(p), C.int64_t(len(p)))) }
+
+func i32p(s []int32) *C.int32_t { return (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func simdPrepareQ8(p *Q8Prep) {
+	if p.level >= levelAVX512VNNI {
+		C.kn_q8_prepare_vnni(u8p(p.xq), C.int64_t(p.n), C.int64_t(p.cols), f32p(p.xd), i32p(p.xs))
+		return
+	}
+	C.kn_q8_prepare_avx2(u8p(p.xq), C.int64_t(p.n), C.int64_t(p.cols), f32p(p.xd), i32p(p.xs))
+}
+
+func simdTilesQ8(p *Q8Prep) {
+	C.kn_q8_tiles_amx(u8p(p.xq), C.int64_t(p.n), C.int64_t(p.cols), u8p(p.xt))
+}
+
+// simdMatMulPackedQ8_0Prepared runs the product on the tier p was prepared for.
+func simdMatMulPackedQ8_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep) {
+	args := func() (*C.float, C.int64_t, *C.uint8_t, C.int64_t, C.int64_t, C.int64_t, *C.uint8_t, C.int64_t, *C.float, *C.int32_t) {
+		return f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(p.cols), C.int64_t(r0), C.int64_t(r1), u8p(p.xq), C.int64_t(p.n), f32p(p.xd), i32p(p.xs)
+	}
+	switch {
+	case p.level == levelAMX && p.n >= amxRows:
+		o, l, wp, c, a, b, x, n, d, s := args()
+		C.kn_matmul_q8_0x16_amx(o, l, wp, c, a, b, x, n, d, s, u8p(p.xt))
+	case p.level >= levelAVX512VNNI:
+		C.kn_matmul_q8_0x8_prep_vnni(args())
+	default:
+		C.kn_matmul_q8_0x8_prep_avx2(args())
+	}
+}

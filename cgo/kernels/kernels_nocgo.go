@@ -68,3 +68,11 @@ func simdAttendF16(_ level, out, q []float32, k, v []uint16, hd, npos, nq int, s
 func simdF32ToF16(dst []uint16, src []float32) { genericF32ToF16(dst, src) }
 
 func simdReadStream(p []byte) uint64 { return genericReadStream(p) }
+
+func simdPrepareQ8(*Q8Prep) {}
+
+func simdTilesQ8(*Q8Prep) {}
+
+func simdMatMulPackedQ8_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep) {
+	genericMatMulPackedQ8_0(out, ldo, w, p.cols, r0, r1, p.xq, p.n)
+}

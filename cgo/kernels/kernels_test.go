@@ -10,7 +10,7 @@ import (
 func levels(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, name := range []string{"avx2", "avx512vnni"} {
+	for _, name := range []string{"avx2", "avx512vnni", "amx"} {
 		if ForceFeatures(name) == nil {
 			out = append(out, name)
 		}

@@ -232,16 +232,10 @@ static inline __attribute__((always_inline)) void KN_FN(x16tile_n)(int nx, const
 	}
 }
 
-// kn_matmul_q8_0x8: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1) (r0 a multiple of 16; rows
-// past the matrix's last are padding and never stored), j < n. Each group is read once per call
-// when n ≤ 8, and from cache for further tiles of 8 activation rows.
-void KN_FN(kn_matmul_q8_0x8)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,
-		const uint8_t *xq, int64_t n) {
-	const int64_t nb = cols / 32, xrow = nb * 34, gbytes = nb * 544;
-	float stack[KN_STACK_SCALES];
-	float *xd = KN_FN(scale_buf)(stack, 2 * n * nb);
-	int32_t *xs = (int32_t *)(xd + n * nb);
-	KN_FN(scales)(xd, xq, n, xrow, nb, 34);
+// x16sums writes −128·Σx of each of n activation rows' nb blocks (rows xrow bytes apart) into xs,
+// [row][nb]: the correction for the weights' +128.
+static inline __attribute__((always_inline)) void KN_FN(x16sums)(int32_t *xs, const uint8_t *xq, int64_t n,
+		int64_t xrow, int64_t nb) {
 	for (int64_t j = 0; j < n; j++)
 		for (int64_t b = 0; b < nb; b++) {
 			const int8_t *v = (const int8_t *)(xq + j * xrow + b * 34 + 2);
@@ -250,6 +244,35 @@ void KN_FN(kn_matmul_q8_0x8)(float *out, int64_t ldo, const uint8_t *w, int64_t 
 				s += v[e];
 			xs[j * nb + b] = -128 * s;
 		}
+}
+
+// kn_matmul_q8_0x8: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1) (r0 a multiple of 16; rows
+// past the matrix's last are padding and never stored), j < n. Each group is read once per call
+// when n ≤ 8, and from cache for further tiles of 8 activation rows.
+void KN_FN(kn_matmul_q8_0x8)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,
+		const uint8_t *xq, int64_t n) {
+	const int64_t nb = cols / 32;
+	float stack[KN_STACK_SCALES];
+	float *xd = KN_FN(scale_buf)(stack, 2 * n * nb);
+	int32_t *xs = (int32_t *)(xd + n * nb);
+	KN_FN(kn_q8_prepare)(xq, n, cols, xd, xs);
+	KN_FN(kn_matmul_q8_0x8_prep)(out, ldo, w, cols, r0, r1, xq, n, xd, xs);
+	if (xd != stack)
+		free(xd);
+}
+
+// kn_q8_prepare writes what the packed products derive from n activation rows xq: each block's
+// scale as float (xd) and −128·Σx (xs), [row][nb] each.
+void KN_FN(kn_q8_prepare)(const uint8_t *xq, int64_t n, int64_t cols, float *xd, int32_t *xs) {
+	const int64_t nb = cols / 32, xrow = nb * 34;
+	KN_FN(scales)(xd, xq, n, xrow, nb, 34);
+	KN_FN(x16sums)(xs, xq, n, xrow, nb);
+}
+
+// kn_matmul_q8_0x8_prep is kn_matmul_q8_0x8 with xd and xs from kn_q8_prepare.
+void KN_FN(kn_matmul_q8_0x8_prep)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,
+		const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs) {
+	const int64_t nb = cols / 32, xrow = nb * 34, gbytes = nb * 544;
 	for (int64_t r = r0; r < r1; r += 16) {
 		const uint8_t *g = w + (r / 16) * gbytes;
 		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
@@ -259,6 +282,4 @@ void KN_FN(kn_matmul_q8_0x8)(float *out, int64_t ldo, const uint8_t *w, int64_t 
 			KN_FN(x16tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
 		}
 	}
-	if (xd != stack)
-		free(xd);
 }

@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"math"
+	"sync"
 )
 
 // Packed Q8_0 is a load-time relayout of Q8_0 weights for the batched products. Rows go in groups
@@ -104,11 +105,90 @@ func MatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []b
 	if !work {
 		return
 	}
-	if currentLevel() != levelGeneric {
-		simdMatMulPackedQ8_0(currentLevel(), out, ldo, w, cols, r0, r1, xq, n)
+	if l := currentLevel(); l == levelAMX && n >= amxRows {
+		p := prepPool.Get().(*Q8Prep)
+		p.Prepare(xq, n, cols)
+		simdMatMulPackedQ8_0Prepared(out, ldo, w, r0, r1, p)
+		p.xq = nil // keep no reference to the caller's rows
+		prepPool.Put(p)
+		return
+	} else if l != levelGeneric {
+		simdMatMulPackedQ8_0(l, out, ldo, w, cols, r0, r1, xq, n)
 		return
 	}
 	genericMatMulPackedQ8_0(out, ldo, w, cols, r0, r1, xq, n)
+}
+
+// amxRows is the AMX tile height: packed products of at least this many activation rows use tiles.
+const amxRows = 16
+
+// Q8Prep holds activation rows quantized by QuantizeQ8_0 together with what the packed products
+// derive from them: each block's scale as float32 and its −128·Σx, and on the AMX tier the rows'
+// values rearranged tile by tile. The engine prepares each matrix input once for all the products
+// and threads that read it; MatMulPackedQ8_0 does the same work on every call, which for the
+// engine's row chunks repeated it 2-12 times per input. The zero value is ready to use; buffers
+// are reused.
+type Q8Prep struct {
+	xq      []byte
+	n, cols int
+	level   level // the tier it was prepared for (generic: nothing derived)
+	xd      []float32
+	xs      []int32
+	xt      []byte // AMX, n ≥ amxRows: the first n rounded down to 16 rows, tile by tile
+}
+
+// prepPool serves MatMulPackedQ8_0's own preparations.
+var prepPool = sync.Pool{New: func() any { return new(Q8Prep) }}
+
+// Prepare records n rows xq (cols wide) and derives what the current tier's products need. p
+// keeps xq until the next Prepare: the rows must not change meanwhile.
+func (p *Q8Prep) Prepare(xq []byte, n, cols int) {
+	rb := rowBytes(cols, BlockQ8_0)
+	if n < 0 || len(xq) < n*rb {
+		panic(fmt.Sprintf("kernels: prepare %d rows of %d columns from %d bytes (need %d)", n, cols, len(xq), n*rb))
+	}
+	p.xq, p.n, p.cols, p.level = xq[:n*rb], n, cols, currentLevel()
+	if p.level == levelGeneric || n == 0 {
+		return
+	}
+	nb := cols / QK
+	p.xd = grow(p.xd, n*nb)
+	p.xs = grow(p.xs, n*nb)
+	simdPrepareQ8(p)
+	if p.level == levelAMX && n >= amxRows {
+		p.xt = grow(p.xt, n/amxRows*amxRows*cols)
+		simdTilesQ8(p)
+	}
+}
+
+// Reset forgets the rows: Holds is false until the next Prepare.
+func (p *Q8Prep) Reset() { p.xq = nil }
+
+// Holds reports whether p was last prepared from exactly the rows xq (the same memory and length).
+func (p *Q8Prep) Holds(xq []byte) bool {
+	return len(xq) > 0 && len(p.xq) == len(xq) && &p.xq[0] == &xq[0]
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// MatMulPackedQ8_0Prepared is MatMulPackedQ8_0 with the activation rows of p (bit-identical
+// results), without redoing p's work.
+func MatMulPackedQ8_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep) {
+	l := currentLevel()
+	if p.level != l || l == levelGeneric {
+		MatMulPackedQ8_0(out, ldo, w, p.cols, r0, r1, p.xq, p.n)
+		return
+	}
+	rb := rowBytes(p.cols, BlockQ8_0)
+	ldo, work := packedArgs("Q8_0", out, ldo, w, r0, r1, p.xq, p.n, rb, rb)
+	if work {
+		simdMatMulPackedQ8_0Prepared(out, ldo, w, r0, r1, p)
+	}
 }
 
 // packedArgs checks the arguments of a packed product of kind (Q8_0, Q4_0)

@@ -59,7 +59,7 @@ func TestPackedQ4_0(t *testing.T) {
 			plain := make([]float32, n*sh.rows)
 			genericMatMulQ4_0(plain, sh.rows, w, sh.cols, 0, sh.rows, xq, n)
 			results := map[string][]float32{}
-			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+			for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 				if ForceFeatures(tier) != nil {
 					continue
 				}
@@ -134,7 +134,7 @@ func TestPackedQ4_0Extremes(t *testing.T) {
 	}
 	wp := make([]byte, PackedQ4_0Size(rows, cols))
 	PackQ4_0(wp, w, rows, cols)
-	for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+	for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 		if ForceFeatures(tier) != nil {
 			continue
 		}

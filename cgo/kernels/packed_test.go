@@ -27,7 +27,8 @@ func TestPackedQ8_0(t *testing.T) {
 			}
 		}
 
-		for _, n := range []int{1, 2, 3, 5, 8, 9, 17} {
+		// 16 and more rows reach the AMX tiles (whole tiles of 16, the rest on VNNI) where the CPU has them.
+		for _, n := range []int{1, 2, 3, 5, 8, 9, 16, 17, 32, 35} {
 			xf := randF32(rng, n*sh.cols, 1)
 			xq := quantQ8(xf)
 			xd := make([]float32, len(xf))
@@ -35,11 +36,12 @@ func TestPackedQ8_0(t *testing.T) {
 			ref := make([]float32, n*sh.rows)
 			genericMatMulQ8_0(ref, sh.rows, w, sh.cols, 0, sh.rows, xq, n)
 			results := map[string][]float32{}
-			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+			for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 				if ForceFeatures(tier) != nil {
 					continue
 				}
 				got := runPacked(t, fmt.Sprintf("%s %dx%d", tier, sh.rows, sh.cols), MatMulPackedQ8_0, wp, sh.rows, sh.cols, xq, n)
+				checkPrepared(t, fmt.Sprintf("%s %dx%d n=%d", tier, sh.rows, sh.cols, n), got, wp, sh.rows, sh.cols, xq, n)
 				for j := 0; j < n; j++ {
 					for r := 0; r < sh.rows; r++ {
 						tol := tolerance(sh.cols/QK, absDotQ(wd[r*sh.cols:(r+1)*sh.cols], xd[j*sh.cols:(j+1)*sh.cols]))
@@ -52,10 +54,12 @@ func TestPackedQ8_0(t *testing.T) {
 				results[tier] = got
 			}
 			UseGeneric(false)
-			if a, b := results["avx2"], results["avx512vnni"]; a != nil && b != nil {
-				for i := range a {
-					if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-						t.Fatalf("%dx%d n=%d: avx2 %v and avx512vnni %v differ at %d", sh.rows, sh.cols, n, a[i], b[i], i)
+			for _, tier := range []string{"avx512vnni", "amx"} {
+				if a, b := results["avx2"], results[tier]; a != nil && b != nil {
+					for i := range a {
+						if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+							t.Fatalf("%dx%d n=%d: avx2 %v and %s %v differ at %d", sh.rows, sh.cols, n, a[i], tier, b[i], i)
+						}
 					}
 				}
 			}
@@ -130,6 +134,26 @@ func runPacked(t *testing.T, label string, mm func([]float32, int, []byte, int, 
 		}
 	}
 	return got
+}
+
+// checkPrepared computes the product of runPacked again from rows prepared once (Q8Prep), in two
+// calls over row ranges, and fails unless every output has the same bits as want.
+func checkPrepared(t *testing.T, label string, want []float32, wp []byte, rows, cols int, xq []byte, n int) {
+	t.Helper()
+	var p Q8Prep
+	p.Prepare(xq, n, cols)
+	if !p.Holds(xq[:n*cols/QK*BlockQ8_0]) {
+		t.Fatalf("%s: Holds is false for the prepared rows", label)
+	}
+	got := make([]float32, n*rows)
+	mid := min(PackRows, rows)
+	MatMulPackedQ8_0Prepared(got, rows, wp, 0, mid, &p)
+	MatMulPackedQ8_0Prepared(got, rows, wp, mid, rows, &p)
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: prepared out[%d] = %v, unprepared %v", label, i, got[i], want[i])
+		}
+	}
 }
 
 // expectPanics runs each case and reports those that return without panicking.

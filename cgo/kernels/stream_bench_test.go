@@ -92,7 +92,7 @@ func BenchmarkMatVecStream(b *testing.B) {
 				}
 			}
 			b.Run(fmt.Sprintf("%s/cols%d", k.name, cols), func(b *testing.B) {
-				for _, tier := range []string{"avx2", "avx512vnni"} {
+				for _, tier := range []string{"avx2", "avx512vnni", "amx"} {
 					if ForceFeatures(tier) != nil {
 						continue
 					}
