@@ -29,7 +29,7 @@ import (
 func TestFixtures(t *testing.T) {
 	dir := sharedDir(t)
 	defer kernels.UseGeneric(false)
-	for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+	for _, tier := range []string{"generic", "avx2", "avx512vnni", "amx"} {
 		if kernels.ForceFeatures(tier) != nil {
 			continue // not on this CPU
 		}

@@ -23,9 +23,10 @@ const defaultBatch = 64
 // matTask is one matrix product of an opMat/opFFN job.
 type matTask struct {
 	w      *weight
-	in     []float32 // rows of w.cols floats (F32/F16 weights)
-	inQ    []byte    // the same rows as Q8_0 (Q8_0/Q4_0 weights)
-	out    []float32 // n rows of ldo floats; row r of w goes to column r
+	in     []float32       // rows of w.cols floats (F32/F16 weights)
+	inQ    []byte          // the same rows as Q8_0 (Q8_0/Q4_0 weights)
+	prep   *kernels.Q8Prep // inQ prepared for packed Q8_0 products (rt.prep), or nil
+	out    []float32       // n rows of ldo floats; row r of w goes to column r
 	ldo    int
 	bias   []float32
 	rpc    int // rows per chunk
@@ -135,15 +136,16 @@ type compute struct {
 	ctxSize  int
 	pool     *pool
 
-	x, xb    []float32   // [batch][dim] residual stream and normed/scratch rows
-	xq       []byte      // Q8_0 rows of the current matmul input
-	q, k, v  []float32   // [batch][qDim|kvDim|vDim]
-	att      []float32   // [batch][qDim]
-	gate, up []float32   // [batch][ffn]
-	logits   []float32   // [vocab] logits of the last token
-	scratch  [][]float32 // per worker: attention probabilities, ctxSize floats per query head of a group
-	invFreq  []float64   // RoPE inverse frequencies
-	cos, sin []float32   // [batch][ropeDims/2]
+	x, xb    []float32      // [batch][dim] residual stream and normed/scratch rows
+	xq       []byte         // Q8_0 rows of the current matmul input
+	prep     kernels.Q8Prep // xq prepared once for all the job's packed Q8_0 products
+	q, k, v  []float32      // [batch][qDim|kvDim|vDim]
+	att      []float32      // [batch][qDim]
+	gate, up []float32      // [batch][ffn]
+	logits   []float32      // [vocab] logits of the last token
+	scratch  [][]float32    // per worker: attention probabilities, ctxSize floats per query head of a group
+	invFreq  []float64      // RoPE inverse frequencies
+	cos, sin []float32      // [batch][ropeDims/2]
 	attScale float32
 
 	// Current job parameters, written by the scheduler before pool.run.
@@ -278,6 +280,10 @@ const maxChunkRows = 1024
 func (rt *compute) setTask(i int, w *weight, in []float32, inQ []byte, out []float32, ldo int, bias *weight) {
 	t := &rt.tasks[i]
 	t.w, t.in, t.inQ, t.out, t.ldo = w, in, inQ, out, ldo
+	t.prep = nil
+	if w.packed && w.typ == gguf.TypeQ8_0 && rt.prep.Holds(inQ) {
+		t.prep = &rt.prep
+	}
 	t.bias = nil
 	if bias != nil {
 		t.bias = bias.f32
@@ -307,6 +313,13 @@ func (rt *compute) quantizeRows(src []float32, cols, n int, ws ...*weight) []byt
 	}
 	rb := cols / 32 * kernels.BlockQ8_0 // whole blocks: the n rows quantize as one run
 	kernels.QuantizeQ8_0(rt.xq[:n*rb], src[:n*cols])
+	rt.prep.Reset()
+	for _, w := range ws {
+		if w.packed && w.typ == gguf.TypeQ8_0 {
+			rt.prep.Prepare(rt.xq[:n*rb], n, cols) // once for every chunk and thread
+			break
+		}
+	}
 	return rt.xq[:n*rb]
 }
 
@@ -449,6 +462,8 @@ func (rt *compute) matRows(t *matTask, r0, r1 int) {
 	w, n, cols := t.w, rt.n, t.w.cols
 	if w.packed && w.typ == gguf.TypeQ4_0 {
 		kernels.MatMulPackedQ4_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
+	} else if w.packed && t.prep != nil {
+		kernels.MatMulPackedQ8_0Prepared(t.out, t.ldo, w.raw, r0, r1, t.prep)
 	} else if w.packed {
 		kernels.MatMulPackedQ8_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
 	} else if n == 1 {

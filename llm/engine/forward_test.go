@@ -300,7 +300,7 @@ func TestPackedQ4_0MatchesFileLayout(t *testing.T) {
 	defer kernels.UseGeneric(false)
 	for _, arch := range []string{"llama", "qwen2"} {
 		path := writeTiny(t, defaultTiny(arch, gguf.TypeQ4_0))
-		for _, tier := range []string{"avx2", "avx512vnni"} {
+		for _, tier := range []string{"avx2", "avx512vnni", "amx"} {
 			if kernels.ForceFeatures(tier) != nil {
 				continue // not on this CPU
 			}
