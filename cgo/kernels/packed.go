@@ -131,7 +131,7 @@ const amxRows = 16
 type Q8Prep struct {
 	xq      []byte
 	n, cols int
-	level   level // the tier it was prepared for (generic: nothing derived)
+	level   level // the tier it was prepared for (generic: nothing derived, products take xq)
 	xd      []float32
 	xs      []int32
 	xt      []byte // AMX, n ≥ amxRows: the first n rounded down to 16 rows, tile by tile
@@ -140,15 +140,20 @@ type Q8Prep struct {
 // prepPool serves MatMulPackedQ8_0's own preparations.
 var prepPool = sync.Pool{New: func() any { return new(Q8Prep) }}
 
-// Prepare records n rows xq (cols wide) and derives what the current tier's products need. p
-// keeps xq until the next Prepare: the rows must not change meanwhile.
+// Prepare records n rows xq (cols wide) and, for 16 rows or more, derives what the current tier's
+// products need. p keeps xq until the next Prepare: the rows must not change meanwhile.
 func (p *Q8Prep) Prepare(xq []byte, n, cols int) {
 	rb := rowBytes(cols, BlockQ8_0)
 	if n < 0 || len(xq) < n*rb {
 		panic(fmt.Sprintf("kernels: prepare %d rows of %d columns from %d bytes (need %d)", n, cols, len(xq), n*rb))
 	}
 	p.xq, p.n, p.cols, p.level = xq[:n*rb], n, cols, currentLevel()
-	if p.level == levelGeneric || n == 0 {
+	if n < amxRows {
+		// Decoding and small batches: the per-call work is a few hundred cycles, and the products
+		// keep their one-step path.
+		p.level = levelGeneric
+	}
+	if p.level == levelGeneric {
 		return
 	}
 	nb := cols / QK
