@@ -54,6 +54,7 @@ void kn_q8_tiles_amx(const uint8_t *xq, int64_t n, int64_t cols, uint8_t *xt);
 void kn_matmul_q8_0x8_prep_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs);
 void kn_matmul_q8_0x8_prep_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs);
 void kn_matmul_q8_0x16_amx(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs, const uint8_t *xt);
+void kn_matmul_q4_0x16_amx(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs, const uint8_t *xt, uint8_t *ub);
 
 // Packed Q4_0 (PackQ4_0's layout) against Q8_0 activations, one per tier.
 void kn_matmul_q4_0x16_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);

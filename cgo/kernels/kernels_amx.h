@@ -48,35 +48,36 @@ static const kn_tilecfg kn_amx_cfg __attribute__((aligned(64))) = {
 	.rows = {[KN_AMX_C0] = 16, [KN_AMX_C1] = 16, [KN_AMX_A0] = 16, [KN_AMX_A1] = 16, [KN_AMX_B0] = 8, [KN_AMX_B1] = 8},
 };
 
-// KN_AMX_BLOCK: block bb's 16×16 sums (activation tile xt, group g) in tile C, stored to buf.
+// KN_AMX_BLOCK: block bb's 16×16 sums (activation tile xt, weight tiles wt) in tile C, stored to buf.
 #define KN_AMX_BLOCK(C, A, B, bb, buf)                                                                 \
 	do {                                                                                               \
 		_tile_zero(C);                                                                             \
 		_tile_loadd(A, xt + (bb) * 512, 32);                                                       \
-		_tile_loadd(B, g + (bb) * 512, 64);                                                        \
+		_tile_loadd(B, wt + (bb) * 512, 64);                                                       \
 		_tile_dpbsud(C, A, B);                                                                     \
 		_tile_stored(C, buf, 64);                                                                  \
 	} while (0)
 
 // amx_scale adds block b's sums (c: 16 activation rows × 16 weight rows) to the accumulators,
-// with the VNNI tier's arithmetic per lane.
+// with the VNNI tier's arithmetic per lane. xs holds −128·Σx, the correction for Q8_0's weights
+// stored plus 128; Q4_0's nibbles are the values plus 8, so q4 takes xs/16 = −8·Σx (exact).
 static inline __attribute__((always_inline)) void kn_amx_scale(__m512 *acc, const int32_t *c, const float *xd,
-		const int32_t *xs, int64_t nb, int64_t b, __m512 dw) {
+		const int32_t *xs, int64_t nb, int64_t b, __m512 dw, int q4) {
 	for (int m = 0; m < 16; m++) {
-		const __m512i s = _mm512_add_epi32(_mm512_load_si512((const void *)(c + 16 * m)), _mm512_set1_epi32(xs[m * nb + b]));
+		const int32_t corr = q4 ? xs[m * nb + b] / 16 : xs[m * nb + b];
+		const __m512i s = _mm512_add_epi32(_mm512_load_si512((const void *)(c + 16 * m)), _mm512_set1_epi32(corr));
 		const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(xd[m * nb + b]));
 		acc[m] = _mm512_fmadd_ps(p, dw, acc[m]);
 	}
 }
 
 // amx_tile: one tile of 16 activation rows (xt: its blocks, 512 bytes each; scales xd and
-// −128·Σx xs, [row][nb]) against one group g of 16 packed rows; out rows ldo apart, first valid
-// lanes stored. Block b+1's tile product is issued before block b's scaling, so that the tile
+// −128·Σx xs, [row][nb]) against one group of 16 weight rows (wt: its blocks as B tiles, 512 bytes
+// each; scales: their nb × 16 fp16 scales); out rows ldo apart, first valid lanes stored. Block b+1's tile product is issued before block b's scaling, so that the tile
 // unit and the vector ports overlap. pf: prefetch the group (the first tile streams it from
 // memory; later ones find it in cache).
-static inline __attribute__((always_inline)) void kn_amx_tile(const uint8_t *g, int64_t nb, const uint8_t *xt,
-		const float *xd, const int32_t *xs, float *out, int64_t ldo, int valid, int pf) {
-	const uint8_t *scales = g + nb * 512;
+static inline __attribute__((always_inline)) void kn_amx_tile(const uint8_t *wt, const uint8_t *scales, int64_t nb,
+		const uint8_t *xt, const float *xd, const int32_t *xs, float *out, int64_t ldo, int valid, int pf, int q4) {
 	int32_t c0[256] __attribute__((aligned(64))), c1[256] __attribute__((aligned(64)));
 	__m512 acc[16];
 	for (int m = 0; m < 16; m++)
@@ -85,18 +86,18 @@ static inline __attribute__((always_inline)) void kn_amx_tile(const uint8_t *g, 
 	for (int64_t b = 0; b < nb; b += 2) {
 		if (pf) {
 			for (int l = 0; l < 1024; l += 64)
-				_mm_prefetch((const char *)(g + b * 512 + KN_X16_PF + l), KN_X16_HINT);
+				_mm_prefetch((const char *)(wt + b * 512 + KN_X16_PF + l), KN_X16_HINT);
 			_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 		}
 		if (b + 1 < nb)
 			KN_AMX_BLOCK(KN_AMX_C1, KN_AMX_A1, KN_AMX_B1, b + 1, c1);
-		kn_amx_scale(acc, c0, xd, xs, nb, b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + b * 32))));
+		kn_amx_scale(acc, c0, xd, xs, nb, b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + b * 32))), q4);
 		if (b + 1 >= nb)
 			break;
 		if (b + 2 < nb)
 			KN_AMX_BLOCK(KN_AMX_C0, KN_AMX_A0, KN_AMX_B0, b + 2, c0);
 		kn_amx_scale(acc, c1, xd, xs, nb, b + 1,
-			_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + (b + 1) * 32))));
+			_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(scales + (b + 1) * 32))), q4);
 	}
 	const __mmask16 mask = valid >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << valid) - 1);
 	for (int m = 0; m < 16; m++)
@@ -124,11 +125,52 @@ void kn_matmul_q8_0x16_amx(float *out, int64_t ldo, const uint8_t *w, int64_t co
 		const uint8_t *g = w + (r / 16) * gbytes;
 		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
 		for (int64_t j = 0; j < n16; j += 16)
-			kn_amx_tile(g, nb, xt + j * cols, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
+			kn_amx_tile(g, g + nb * 512, nb, xt + j * cols, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0, 0);
 		for (int64_t j = n16; j < n; j += 8) {
 			const int nx = n - j < 8 ? (int)(n - j) : 8;
 			x16tile_n_vnni(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, 0);
 		}
 	}
 	_tile_release();
+}
+
+// kn_matmul_q4_0x16_amx is kn_matmul_q8_0x16_amx for packed Q4_0 (PackQ4_0) weights, with rows
+// prepared the same way (xs: −128·Σx). Each group's nibbles are first widened into ub (nb·512
+// bytes) as B tiles, rows q and q+4 of block b's tile from the low and high nibbles of its piece q,
+// then every activation tile reads them there. Rows past the last whole tile use the VNNI tiles.
+void kn_matmul_q4_0x16_amx(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,
+		const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs, const uint8_t *xt, uint8_t *ub) {
+	const int64_t nb = cols / 32, xrow = nb * 34, gbytes = nb * 288, n16 = n & ~(int64_t)15;
+	float stack[KN_STACK_SCALES];
+	int32_t *xs4 = 0; // the VNNI tiles' −8·Σx of the rows past n16
+	if (n > n16) {
+		xs4 = (int32_t *)scale_buf_vnni(stack, (n - n16) * nb);
+		for (int64_t i = 0; i < (n - n16) * nb; i++)
+			xs4[i] = xs[n16 * nb + i] / 16;
+	}
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	_tile_loadconfig(&kn_amx_cfg);
+	for (int64_t r = r0; r < r1; r += 16) {
+		const uint8_t *g = w + (r / 16) * gbytes;
+		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
+		for (int64_t b = 0; b < nb; b++) {
+			const uint8_t *wb = g + b * 256;
+			for (int l = 0; l < 256; l += 64)
+				_mm_prefetch((const char *)(wb + KN_X4_PF + l), KN_X4_HINT);
+			for (int q = 0; q < 4; q++) {
+				const __m512i v = _mm512_loadu_si512((const void *)(wb + 64 * q));
+				_mm512_storeu_si512((void *)(ub + b * 512 + 64 * q), _mm512_and_si512(v, m4));
+				_mm512_storeu_si512((void *)(ub + b * 512 + 64 * (q + 4)), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+			}
+		}
+		for (int64_t j = 0; j < n16; j += 16)
+			kn_amx_tile(ub, g + nb * 256, nb, xt + j * cols, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, 0, 1);
+		for (int64_t j = n16; j < n; j += 8) { // the VNNI tier's tile height (KN_X4_NX)
+			const int nx = n - j < 8 ? (int)(n - j) : 8;
+			x4tile_n_vnni(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs4 + (j - n16) * nb, out + j * ldo + r, ldo, valid, 0);
+		}
+	}
+	_tile_release();
+	if (xs4 && (float *)xs4 != stack)
+		free(xs4);
 }

@@ -203,3 +203,8 @@ func simdMatMulPackedQ8_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, 
 		C.kn_matmul_q8_0x8_prep_avx2(args())
 	}
 }
+
+func simdMatMulPackedQ4_0AMX(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep, ub []byte) {
+	C.kn_matmul_q4_0x16_amx(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(p.cols), C.int64_t(r0), C.int64_t(r1),
+		u8p(p.xq), C.int64_t(p.n), f32p(p.xd), i32p(p.xs), u8p(p.xt), u8p(ub))
+}

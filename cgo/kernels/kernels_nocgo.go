@@ -76,3 +76,7 @@ func simdTilesQ8(*Q8Prep) {}
 func simdMatMulPackedQ8_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep) {
 	genericMatMulPackedQ8_0(out, ldo, w, p.cols, r0, r1, p.xq, p.n)
 }
+
+func simdMatMulPackedQ4_0AMX(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep, _ []byte) {
+	genericMatMulPackedQ4_0(out, ldo, w, p.cols, r0, r1, p.xq, p.n)
+}

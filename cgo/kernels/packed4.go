@@ -1,6 +1,9 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Packed Q4_0 is the Q4_0 counterpart of packed Q8_0 (PackQ8_0): a load-time relayout for the
 // products of one and of many activation rows. Rows go in groups of PackRows; a group holds
@@ -69,11 +72,47 @@ func MatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []b
 	if !work {
 		return
 	}
-	if currentLevel() != levelGeneric {
-		simdMatMulPackedQ4_0(currentLevel(), out, ldo, w, cols, r0, r1, xq, n)
+	if l := currentLevel(); l == levelAMX && n >= amxRows {
+		p := prepPool.Get().(*Q8Prep)
+		p.Prepare(xq, n, cols)
+		amxMatMulPackedQ4_0(out, ldo, w, r0, r1, p)
+		p.xq = nil // keep no reference to the caller's rows
+		prepPool.Put(p)
+		return
+	} else if l != levelGeneric {
+		simdMatMulPackedQ4_0(l, out, ldo, w, cols, r0, r1, xq, n)
 		return
 	}
 	genericMatMulPackedQ4_0(out, ldo, w, cols, r0, r1, xq, n)
+}
+
+// MatMulPackedQ4_0Prepared is MatMulPackedQ4_0 with the activation rows of p (bit-identical
+// results); on the AMX tier it uses p's tile layout, elsewhere the rows as they are.
+func MatMulPackedQ4_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep) {
+	if p.level != levelAMX || currentLevel() != levelAMX {
+		MatMulPackedQ4_0(out, ldo, w, p.cols, r0, r1, p.xq, p.n)
+		return
+	}
+	ldo, work := packedArgs("Q4_0", out, ldo, w, r0, r1, p.xq, p.n, rowBytes(p.cols, BlockQ4_0), rowBytes(p.cols, BlockQ8_0))
+	if work {
+		amxMatMulPackedQ4_0(out, ldo, w, r0, r1, p)
+	}
+}
+
+// unpackPool holds the AMX Q4_0 product's buffers for one group's nibbles widened to bytes.
+var unpackPool sync.Pool
+
+// amxMatMulPackedQ4_0 runs the AMX Q4_0 product of rows prepared for AMX, with a buffer of its own
+// for the widened weights (calls run on several threads at once).
+func amxMatMulPackedQ4_0(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep) {
+	size := p.cols / QK * 512
+	ub, _ := unpackPool.Get().(*[]byte)
+	if ub == nil || cap(*ub) < size {
+		b := make([]byte, size)
+		ub = &b
+	}
+	simdMatMulPackedQ4_0AMX(out, ldo, w, r0, r1, p, (*ub)[:size])
+	unpackPool.Put(ub)
 }
 
 func genericMatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {

@@ -50,7 +50,8 @@ func TestPackedQ4_0(t *testing.T) {
 			}
 		}
 
-		for _, n := range []int{1, 2, 3, 4, 5, 8, 9, 17} {
+		// 16 and more rows reach the AMX tiles where the CPU has them.
+		for _, n := range []int{1, 2, 3, 4, 5, 8, 9, 16, 17, 35} {
 			xf := randF32(rng, n*sh.cols, 1)
 			xq := quantQ8(xf)
 			xd := make([]float32, len(xf))
@@ -64,6 +65,7 @@ func TestPackedQ4_0(t *testing.T) {
 					continue
 				}
 				got := runPacked(t, fmt.Sprintf("%s %dx%d", tier, sh.rows, sh.cols), MatMulPackedQ4_0, wp, sh.rows, sh.cols, xq, n)
+				checkPrepared(t, fmt.Sprintf("%s Q4_0 %dx%d n=%d", tier, sh.rows, sh.cols, n), MatMulPackedQ4_0Prepared, got, wp, sh.rows, sh.cols, xq, n)
 				for j := 0; j < n; j++ {
 					for r := 0; r < sh.rows; r++ {
 						g := got[j*sh.rows+r]

@@ -41,7 +41,7 @@ func TestPackedQ8_0(t *testing.T) {
 					continue
 				}
 				got := runPacked(t, fmt.Sprintf("%s %dx%d", tier, sh.rows, sh.cols), MatMulPackedQ8_0, wp, sh.rows, sh.cols, xq, n)
-				checkPrepared(t, fmt.Sprintf("%s %dx%d n=%d", tier, sh.rows, sh.cols, n), got, wp, sh.rows, sh.cols, xq, n)
+				checkPrepared(t, fmt.Sprintf("%s %dx%d n=%d", tier, sh.rows, sh.cols, n), MatMulPackedQ8_0Prepared, got, wp, sh.rows, sh.cols, xq, n)
 				for j := 0; j < n; j++ {
 					for r := 0; r < sh.rows; r++ {
 						tol := tolerance(sh.cols/QK, absDotQ(wd[r*sh.cols:(r+1)*sh.cols], xd[j*sh.cols:(j+1)*sh.cols]))
@@ -136,9 +136,11 @@ func runPacked(t *testing.T, label string, mm func([]float32, int, []byte, int, 
 	return got
 }
 
-// checkPrepared computes the product of runPacked again from rows prepared once (Q8Prep), in two
-// calls over row ranges, and fails unless every output has the same bits as want.
-func checkPrepared(t *testing.T, label string, want []float32, wp []byte, rows, cols int, xq []byte, n int) {
+// checkPrepared computes the product of runPacked again with mm (MatMulPackedQ8_0Prepared or
+// MatMulPackedQ4_0Prepared) from rows prepared once (Q8Prep), in two calls over row ranges, and
+// fails unless every output has the same bits as want.
+func checkPrepared(t *testing.T, label string, mm func([]float32, int, []byte, int, int, *Q8Prep), want []float32,
+	wp []byte, rows, cols int, xq []byte, n int) {
 	t.Helper()
 	var p Q8Prep
 	p.Prepare(xq, n, cols)
@@ -147,8 +149,8 @@ func checkPrepared(t *testing.T, label string, want []float32, wp []byte, rows, 
 	}
 	got := make([]float32, n*rows)
 	mid := min(PackRows, rows)
-	MatMulPackedQ8_0Prepared(got, rows, wp, 0, mid, &p)
-	MatMulPackedQ8_0Prepared(got, rows, wp, mid, rows, &p)
+	mm(got, rows, wp, 0, mid, &p)
+	mm(got, rows, wp, mid, rows, &p)
 	for i := range got {
 		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 			t.Fatalf("%s: prepared out[%d] = %v, unprepared %v", label, i, got[i], want[i])

@@ -25,7 +25,7 @@ type matTask struct {
 	w      *weight
 	in     []float32       // rows of w.cols floats (F32/F16 weights)
 	inQ    []byte          // the same rows as Q8_0 (Q8_0/Q4_0 weights)
-	prep   *kernels.Q8Prep // inQ prepared for packed Q8_0 products (rt.prep), or nil
+	prep   *kernels.Q8Prep // inQ prepared for packed products (rt.prep), or nil
 	out    []float32       // n rows of ldo floats; row r of w goes to column r
 	ldo    int
 	bias   []float32
@@ -138,7 +138,7 @@ type compute struct {
 
 	x, xb    []float32      // [batch][dim] residual stream and normed/scratch rows
 	xq       []byte         // Q8_0 rows of the current matmul input
-	prep     kernels.Q8Prep // xq prepared once for all the job's packed Q8_0 products
+	prep     kernels.Q8Prep // xq prepared once for all the job's packed products
 	q, k, v  []float32      // [batch][qDim|kvDim|vDim]
 	att      []float32      // [batch][qDim]
 	gate, up []float32      // [batch][ffn]
@@ -281,7 +281,7 @@ func (rt *compute) setTask(i int, w *weight, in []float32, inQ []byte, out []flo
 	t := &rt.tasks[i]
 	t.w, t.in, t.inQ, t.out, t.ldo = w, in, inQ, out, ldo
 	t.prep = nil
-	if w.packed && w.typ == gguf.TypeQ8_0 && rt.prep.Holds(inQ) {
+	if w.packed && rt.prep.Holds(inQ) {
 		t.prep = &rt.prep
 	}
 	t.bias = nil
@@ -315,7 +315,7 @@ func (rt *compute) quantizeRows(src []float32, cols, n int, ws ...*weight) []byt
 	kernels.QuantizeQ8_0(rt.xq[:n*rb], src[:n*cols])
 	rt.prep.Reset()
 	for _, w := range ws {
-		if w.packed && w.typ == gguf.TypeQ8_0 {
+		if w.packed {
 			rt.prep.Prepare(rt.xq[:n*rb], n, cols) // once for every chunk and thread
 			break
 		}
@@ -460,7 +460,9 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 // matRows computes rows [r0, r1) of t for all rt.n input rows.
 func (rt *compute) matRows(t *matTask, r0, r1 int) {
 	w, n, cols := t.w, rt.n, t.w.cols
-	if w.packed && w.typ == gguf.TypeQ4_0 {
+	if w.packed && w.typ == gguf.TypeQ4_0 && t.prep != nil {
+		kernels.MatMulPackedQ4_0Prepared(t.out, t.ldo, w.raw, r0, r1, t.prep)
+	} else if w.packed && w.typ == gguf.TypeQ4_0 {
 		kernels.MatMulPackedQ4_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
 	} else if w.packed && t.prep != nil {
 		kernels.MatMulPackedQ8_0Prepared(t.out, t.ldo, w.raw, r0, r1, t.prep)
