@@ -3,7 +3,7 @@
 //
 // With cgo on amd64 the products run in C with AVX2+FMA+F16C or AVX-512 VNNI code chosen once at
 // start-up from the CPU's features, and on CPUs with AMX (Intel Sapphire Rapids and later) packed
-// Q8_0 products of 16 or more activation rows (prompts) use tile instructions; everything else (and every build without cgo) uses the portable
+// Q8_0 and Q4_0 products of 16 or more activation rows (prompts) use tile instructions; everything else (and every build without cgo) uses the portable
 // Go versions in generic.go, which define the semantics the SIMD code is tested against.
 //
 // Quantized formats follow ggml exactly: a Q8_0 block is an fp16 scale d followed by 32 int8 q
@@ -43,7 +43,7 @@ const (
 	levelGeneric level = iota
 	levelAVX2
 	levelAVX512VNNI
-	// levelAMX is levelAVX512VNNI with prompt-sized packed Q8_0 products on AMX tiles.
+	// levelAMX is levelAVX512VNNI with prompt-sized packed Q8_0 and Q4_0 products on AMX tiles.
 	levelAMX
 )
 

@@ -1,5 +1,5 @@
-// AMX tier of the packed Q8_0 product, included once by kernels_amd64.c after the VNNI kernels
-// (it calls their inline helpers for what tiles do not cover).
+// AMX tier of the packed Q8_0 and Q4_0 products, included once by kernels_amd64.c after the VNNI
+// kernels (it calls their inline helpers for what tiles do not cover).
 //
 // A block of the packed layout (kernels_x8.h) is already an AMX B tile: 8 rows of 64 bytes, row q
 // holding piece q (4 bytes) of each of the group's 16 weight rows, weights stored plus 128. Sixteen
