@@ -106,11 +106,7 @@ func MatMulPackedQ8_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []b
 		return
 	}
 	if l := currentLevel(); l == levelAMX && n >= amxRows {
-		p := prepPool.Get().(*Q8Prep)
-		p.Prepare(xq, n, cols)
-		simdMatMulPackedQ8_0Prepared(out, ldo, w, r0, r1, p)
-		p.xq = nil // keep no reference to the caller's rows
-		prepPool.Put(p)
+		withOwnPrep(xq, n, cols, func(p *Q8Prep) { simdMatMulPackedQ8_0Prepared(out, ldo, w, r0, r1, p) })
 		return
 	} else if l != levelGeneric {
 		simdMatMulPackedQ8_0(l, out, ldo, w, cols, r0, r1, xq, n)
@@ -137,8 +133,18 @@ type Q8Prep struct {
 	xt      []byte // AMX, n ≥ amxRows: the first n rounded down to 16 rows, tile by tile
 }
 
-// prepPool serves MatMulPackedQ8_0's own preparations.
+// prepPool serves the preparations of products called with bare rows (withOwnPrep).
 var prepPool = sync.Pool{New: func() any { return new(Q8Prep) }}
+
+// withOwnPrep runs the product f on rows xq prepared in a pooled Q8Prep: MatMulPackedQ8_0 and
+// MatMulPackedQ4_0 called with bare rows on the AMX tier.
+func withOwnPrep(xq []byte, n, cols int, f func(p *Q8Prep)) {
+	p := prepPool.Get().(*Q8Prep)
+	p.Prepare(xq, n, cols)
+	f(p)
+	p.xq = nil // keep no reference to the caller's rows
+	prepPool.Put(p)
+}
 
 // Prepare records n rows xq (cols wide) and, for 16 rows or more, derives what the current tier's
 // products need. p keeps xq until the next Prepare: the rows must not change meanwhile.

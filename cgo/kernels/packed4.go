@@ -73,11 +73,7 @@ func MatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []b
 		return
 	}
 	if l := currentLevel(); l == levelAMX && n >= amxRows {
-		p := prepPool.Get().(*Q8Prep)
-		p.Prepare(xq, n, cols)
-		amxMatMulPackedQ4_0(out, ldo, w, r0, r1, p)
-		p.xq = nil // keep no reference to the caller's rows
-		prepPool.Put(p)
+		withOwnPrep(xq, n, cols, func(p *Q8Prep) { amxMatMulPackedQ4_0(out, ldo, w, r0, r1, p) })
 		return
 	} else if l != levelGeneric {
 		simdMatMulPackedQ4_0(l, out, ldo, w, cols, r0, r1, xq, n)
