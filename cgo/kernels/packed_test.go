@@ -172,3 +172,30 @@ func expectPanics(t *testing.T, cases map[string]func()) {
 		}()
 	}
 }
+
+// TestQ8PrepHolds checks the identity that lets the engine hand one preparation to every product
+// of the same input, and that a reset or a different slice is never taken for it.
+func TestQ8PrepHolds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	const cols, n = 64, 20
+	xq := quantQ8(randF32(rng, n*cols, 1))
+	var p Q8Prep
+	if p.Holds(xq) {
+		t.Fatal("zero Q8Prep holds rows")
+	}
+	p.Prepare(xq, n, cols)
+	if !p.Holds(xq) {
+		t.Fatal("prepared rows not held")
+	}
+	if p.Holds(xq[:len(xq)-BlockQ8_0*cols/QK]) || p.Holds(append([]byte(nil), xq...)) {
+		t.Fatal("a shorter slice or a copy of the rows is taken for them")
+	}
+	p.Reset()
+	if p.Holds(xq) {
+		t.Fatal("rows held after Reset")
+	}
+	expectPanics(t, map[string]func(){
+		"short rows": func() { p.Prepare(xq[:10], n, cols) },
+		"bad cols":   func() { p.Prepare(xq, n, 40) },
+	})
+}
