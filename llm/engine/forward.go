@@ -315,7 +315,7 @@ func (rt *compute) quantizeRows(src []float32, cols, n int, ws ...*weight) []byt
 	kernels.QuantizeQ8_0(rt.xq[:n*rb], src[:n*cols])
 	rt.prep.Reset()
 	for _, w := range ws {
-		if w.packed {
+		if w.packed && (w.typ == gguf.TypeQ8_0 || kernels.PreparedQ4_0()) {
 			rt.prep.Prepare(rt.xq[:n*rb], n, cols) // once for every chunk and thread
 			break
 		}
