@@ -36,26 +36,6 @@ static inline __attribute__((always_inline)) int32_t KN_FN(ld32)(const uint8_t *
 	return v;
 }
 
-// x4sums stores d_x as float ([j][b]) and -8·Σx over each block ([j][b]) of n activation rows.
-static inline __attribute__((always_inline)) void KN_FN(x4sums)(float *xd, int32_t *xs, const uint8_t *xq,
-		int64_t n, int64_t xrow, int64_t nb) {
-	const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-	for (int64_t j = 0; j < n; j++)
-		for (int64_t b = 0; b < nb; b++) {
-			const uint8_t *blk = xq + j * xrow + b * 34;
-			uint16_t h;
-			memcpy(&h, blk, 2);
-			xd[j * nb + b] = _cvtsh_ss(h);
-			// |x| ≤ 128: pair sums fit int16, and the int32 lanes sum exactly.
-			const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 2));
-			const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16);
-			__m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-			t = _mm_hadd_epi32(t, t);
-			t = _mm_hadd_epi32(t, t);
-			xs[j * nb + b] = -8 * _mm_cvtsi128_si32(t);
-		}
-}
-
 #if KN_VNNI
 // KN_DPBCST: acc += dot(w, the 4 bytes at p broadcast to every lane): vpdpbusd with an embedded
 // broadcast operand, one fused uop where GCC emits a broadcast load and the dot product (it does not

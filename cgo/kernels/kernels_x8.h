@@ -232,20 +232,6 @@ static inline __attribute__((always_inline)) void KN_FN(x16tile_n)(int nx, const
 	}
 }
 
-// x16sums writes −128·Σx of each of n activation rows' nb blocks (rows xrow bytes apart) into xs,
-// [row][nb]: the correction for the weights' +128.
-static inline __attribute__((always_inline)) void KN_FN(x16sums)(int32_t *xs, const uint8_t *xq, int64_t n,
-		int64_t xrow, int64_t nb) {
-	for (int64_t j = 0; j < n; j++)
-		for (int64_t b = 0; b < nb; b++) {
-			const int8_t *v = (const int8_t *)(xq + j * xrow + b * 34 + 2);
-			int32_t s = 0;
-			for (int e = 0; e < 32; e++)
-				s += v[e];
-			xs[j * nb + b] = -128 * s;
-		}
-}
-
 // kn_matmul_q8_0x8: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1) (r0 a multiple of 16; rows
 // past the matrix's last are padding and never stored), j < n. Each group is read once per call
 // when n ≤ 8, and from cache for further tiles of 8 activation rows.
@@ -264,9 +250,10 @@ void KN_FN(kn_matmul_q8_0x8)(float *out, int64_t ldo, const uint8_t *w, int64_t 
 // kn_q8_prepare writes what the packed products derive from n activation rows xq: each block's
 // scale as float (xd) and −128·Σx (xs), [row][nb] each.
 void KN_FN(kn_q8_prepare)(const uint8_t *xq, int64_t n, int64_t cols, float *xd, int32_t *xs) {
-	const int64_t nb = cols / 32, xrow = nb * 34;
-	KN_FN(scales)(xd, xq, n, xrow, nb, 34);
-	KN_FN(x16sums)(xs, xq, n, xrow, nb);
+	const int64_t nb = cols / 32;
+	KN_FN(x4sums)(xd, xs, xq, n, nb * 34, nb);
+	for (int64_t i = 0; i < n * nb; i++)
+		xs[i] *= 16; // −8·Σx → −128·Σx, exact
 }
 
 // kn_matmul_q8_0x8_prep is kn_matmul_q8_0x8 with xd and xs from kn_q8_prepare.
