@@ -193,7 +193,7 @@ func simdMatMulPackedQ8_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, 
 	o, l, wp, c, a, b := f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(p.cols), C.int64_t(r0), C.int64_t(r1)
 	x, n, d, s := u8p(p.xq), C.int64_t(p.n), f32p(p.xd), i32p(p.xs)
 	switch {
-	case p.level == levelAMX && p.n >= amxRows:
+	case p.level == levelAMX:
 		C.kn_matmul_q8_0x16_amx(o, l, wp, c, a, b, x, n, d, s, u8p(p.xt))
 	case p.level >= levelAVX512VNNI:
 		C.kn_matmul_q8_0x8_prep_vnni(o, l, wp, c, a, b, x, n, d, s)

@@ -130,33 +130,35 @@ type Q8Prep struct {
 	level   level // the tier it was prepared for (generic: nothing derived, products take xq)
 	xd      []float32
 	xs      []int32
-	xt      []byte // AMX, n ≥ amxRows: the first n rounded down to 16 rows, tile by tile
+	xt      []byte // AMX: the first n rounded down to 16 rows, tile by tile
 }
 
 // prepPool serves the preparations of products called with bare rows (withOwnPrep).
 var prepPool = sync.Pool{New: func() any { return new(Q8Prep) }}
 
 // withOwnPrep runs the product f on rows xq prepared in a pooled Q8Prep: MatMulPackedQ8_0 and
-// MatMulPackedQ4_0 called with bare rows on the AMX tier.
+// MatMulPackedQ4_0 called with bare rows on the AMX tier, where q8 makes no difference.
 func withOwnPrep(xq []byte, n, cols int, f func(p *Q8Prep)) {
 	p := prepPool.Get().(*Q8Prep)
-	p.Prepare(xq, n, cols)
+	p.Prepare(xq, n, cols, true)
 	f(p)
 	p.xq = nil // keep no reference to the caller's rows
 	prepPool.Put(p)
 }
 
-// Prepare records n rows xq (cols wide) and, for 16 rows or more, derives what the current tier's
-// products need. p keeps xq until the next Prepare: the rows must not change meanwhile.
-func (p *Q8Prep) Prepare(xq []byte, n, cols int) {
+// Prepare records n rows xq (cols wide) for the packed products that read them and, for 16 rows
+// or more, derives what the current tier's products use: the block scales and sums for Q8_0
+// products (q8: a Q8_0 weight reads the rows), and on AMX those and the tile layout for Q8_0 and
+// Q4_0 alike (the other tiers' Q4_0 products take the bare rows). Below 16 rows (decoding, small
+// batches) the per-call work is a few hundred cycles and nothing is derived. p keeps xq until the
+// next Prepare: the rows must not change meanwhile.
+func (p *Q8Prep) Prepare(xq []byte, n, cols int, q8 bool) {
 	rb := rowBytes(cols, BlockQ8_0)
 	if n < 0 || len(xq) < n*rb {
 		panic(fmt.Sprintf("kernels: prepare %d rows of %d columns from %d bytes (need %d)", n, cols, len(xq), n*rb))
 	}
 	p.xq, p.n, p.cols, p.level = xq[:n*rb], n, cols, currentLevel()
-	if n < amxRows {
-		// Decoding and small batches: the per-call work is a few hundred cycles, and the products
-		// keep their one-step path.
+	if n < amxRows || (p.level != levelAMX && !q8) {
 		p.level = levelGeneric
 	}
 	if p.level == levelGeneric {
@@ -166,7 +168,7 @@ func (p *Q8Prep) Prepare(xq []byte, n, cols int) {
 	p.xd = grow(p.xd, n*nb)
 	p.xs = grow(p.xs, n*nb)
 	simdPrepareQ8(p)
-	if p.level == levelAMX && n >= amxRows {
+	if p.level == levelAMX {
 		p.xt = grow(p.xt, n/amxRows*amxRows*cols)
 		simdTilesQ8(p)
 	}

@@ -82,10 +82,6 @@ func MatMulPackedQ4_0(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []b
 	genericMatMulPackedQ4_0(out, ldo, w, cols, r0, r1, xq, n)
 }
 
-// PreparedQ4_0 reports whether MatMulPackedQ4_0Prepared uses a preparation on this tier (AMX);
-// elsewhere it takes the rows as they are, so preparing only for Q4_0 products is wasted work.
-func PreparedQ4_0() bool { return currentLevel() == levelAMX }
-
 // MatMulPackedQ4_0Prepared is MatMulPackedQ4_0 with the activation rows of p (bit-identical
 // results); on the AMX tier it uses p's tile layout, elsewhere the rows as they are.
 func MatMulPackedQ4_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep) {

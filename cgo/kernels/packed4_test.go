@@ -65,7 +65,7 @@ func TestPackedQ4_0(t *testing.T) {
 					continue
 				}
 				got := runPacked(t, fmt.Sprintf("%s %dx%d", tier, sh.rows, sh.cols), MatMulPackedQ4_0, wp, sh.rows, sh.cols, xq, n)
-				checkPrepared(t, fmt.Sprintf("%s Q4_0 %dx%d n=%d", tier, sh.rows, sh.cols, n), MatMulPackedQ4_0Prepared, got, wp, sh.rows, sh.cols, xq, n)
+				checkPrepared(t, fmt.Sprintf("%s Q4_0 %dx%d n=%d", tier, sh.rows, sh.cols, n), MatMulPackedQ4_0Prepared, false, got, wp, sh.rows, sh.cols, xq, n)
 				for j := 0; j < n; j++ {
 					for r := 0; r < sh.rows; r++ {
 						g := got[j*sh.rows+r]

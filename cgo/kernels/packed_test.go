@@ -41,7 +41,7 @@ func TestPackedQ8_0(t *testing.T) {
 					continue
 				}
 				got := runPacked(t, fmt.Sprintf("%s %dx%d", tier, sh.rows, sh.cols), MatMulPackedQ8_0, wp, sh.rows, sh.cols, xq, n)
-				checkPrepared(t, fmt.Sprintf("%s %dx%d n=%d", tier, sh.rows, sh.cols, n), MatMulPackedQ8_0Prepared, got, wp, sh.rows, sh.cols, xq, n)
+				checkPrepared(t, fmt.Sprintf("%s %dx%d n=%d", tier, sh.rows, sh.cols, n), MatMulPackedQ8_0Prepared, true, got, wp, sh.rows, sh.cols, xq, n)
 				for j := 0; j < n; j++ {
 					for r := 0; r < sh.rows; r++ {
 						tol := tolerance(sh.cols/QK, absDotQ(wd[r*sh.cols:(r+1)*sh.cols], xd[j*sh.cols:(j+1)*sh.cols]))
@@ -137,13 +137,13 @@ func runPacked(t *testing.T, label string, mm func([]float32, int, []byte, int, 
 }
 
 // checkPrepared computes the product of runPacked again with mm (MatMulPackedQ8_0Prepared or
-// MatMulPackedQ4_0Prepared) from rows prepared once (Q8Prep), in two calls over row ranges, and
-// fails unless every output has the same bits as want.
-func checkPrepared(t *testing.T, label string, mm func([]float32, int, []byte, int, int, *Q8Prep), want []float32,
-	wp []byte, rows, cols int, xq []byte, n int) {
+// MatMulPackedQ4_0Prepared) from rows prepared once (Q8Prep, for Q8_0 readers or not as q8 says),
+// in two calls over row ranges, and fails unless every output has the same bits as want.
+func checkPrepared(t *testing.T, label string, mm func([]float32, int, []byte, int, int, *Q8Prep), q8 bool,
+	want []float32, wp []byte, rows, cols int, xq []byte, n int) {
 	t.Helper()
 	var p Q8Prep
-	p.Prepare(xq, n, cols)
+	p.Prepare(xq, n, cols, q8)
 	if !p.Holds(xq[:n*cols/QK*BlockQ8_0]) {
 		t.Fatalf("%s: Holds is false for the prepared rows", label)
 	}
@@ -183,7 +183,7 @@ func TestQ8PrepHolds(t *testing.T) {
 	if p.Holds(xq) {
 		t.Fatal("zero Q8Prep holds rows")
 	}
-	p.Prepare(xq, n, cols)
+	p.Prepare(xq, n, cols, true)
 	if !p.Holds(xq) {
 		t.Fatal("prepared rows not held")
 	}
@@ -195,7 +195,7 @@ func TestQ8PrepHolds(t *testing.T) {
 		t.Fatal("rows held after Reset")
 	}
 	expectPanics(t, map[string]func(){
-		"short rows": func() { p.Prepare(xq[:10], n, cols) },
-		"bad cols":   func() { p.Prepare(xq, n, 40) },
+		"short rows": func() { p.Prepare(xq[:10], n, cols, true) },
+		"bad cols":   func() { p.Prepare(xq, n, 40, true) },
 	})
 }

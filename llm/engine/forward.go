@@ -25,7 +25,7 @@ type matTask struct {
 	w      *weight
 	in     []float32       // rows of w.cols floats (F32/F16 weights)
 	inQ    []byte          // the same rows as Q8_0 (Q8_0/Q4_0 weights)
-	prep   *kernels.Q8Prep // inQ prepared for packed products (rt.prep), or nil
+	prep   *kernels.Q8Prep // inQ as prepared for packed weights (rt.prep); nil for the others
 	out    []float32       // n rows of ldo floats; row r of w goes to column r
 	ldo    int
 	bias   []float32
@@ -281,7 +281,10 @@ func (rt *compute) setTask(i int, w *weight, in []float32, inQ []byte, out []flo
 	t := &rt.tasks[i]
 	t.w, t.in, t.inQ, t.out, t.ldo = w, in, inQ, out, ldo
 	t.prep = nil
-	if w.packed && rt.prep.Holds(inQ) {
+	if w.packed {
+		if !rt.prep.Holds(inQ) {
+			panic("engine: a packed weight's input was not prepared by quantizeRows")
+		}
 		t.prep = &rt.prep
 	}
 	t.bias = nil
@@ -314,11 +317,13 @@ func (rt *compute) quantizeRows(src []float32, cols, n int, ws ...*weight) []byt
 	rb := cols / 32 * kernels.BlockQ8_0 // whole blocks: the n rows quantize as one run
 	kernels.QuantizeQ8_0(rt.xq[:n*rb], src[:n*cols])
 	rt.prep.Reset()
+	packed, q8 := false, false
 	for _, w := range ws {
-		if w.packed && (w.typ == gguf.TypeQ8_0 || kernels.PreparedQ4_0()) {
-			rt.prep.Prepare(rt.xq[:n*rb], n, cols) // once for every chunk and thread
-			break
-		}
+		packed = packed || w.packed
+		q8 = q8 || (w.packed && w.typ == gguf.TypeQ8_0)
+	}
+	if packed {
+		rt.prep.Prepare(rt.xq[:n*rb], n, cols, q8) // once for every chunk and thread
 	}
 	return rt.xq[:n*rb]
 }
@@ -460,14 +465,10 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 // matRows computes rows [r0, r1) of t for all rt.n input rows.
 func (rt *compute) matRows(t *matTask, r0, r1 int) {
 	w, n, cols := t.w, rt.n, t.w.cols
-	if w.packed && w.typ == gguf.TypeQ4_0 && t.prep != nil {
+	if w.packed && w.typ == gguf.TypeQ4_0 {
 		kernels.MatMulPackedQ4_0Prepared(t.out, t.ldo, w.raw, r0, r1, t.prep)
-	} else if w.packed && w.typ == gguf.TypeQ4_0 {
-		kernels.MatMulPackedQ4_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
-	} else if w.packed && t.prep != nil {
-		kernels.MatMulPackedQ8_0Prepared(t.out, t.ldo, w.raw, r0, r1, t.prep)
 	} else if w.packed {
-		kernels.MatMulPackedQ8_0(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
+		kernels.MatMulPackedQ8_0Prepared(t.out, t.ldo, w.raw, r0, r1, t.prep)
 	} else if n == 1 {
 		out := t.out[r0:r1]
 		switch w.typ {
