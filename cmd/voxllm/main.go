@@ -17,12 +17,14 @@ import (
 	"syscall"
 
 	"github.com/voxpipe/voxpipe/internal/llmcli"
+	"github.com/voxpipe/voxpipe/internal/procs"
 )
 
 func main() {
 	// The first SIGINT/SIGTERM cancels ctx; once it has fired, a second one kills the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
+	procs.SpareForCgo() // the engine's kernels run in C
 	err := llmcli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout)
 	stop()
 	if err != nil {

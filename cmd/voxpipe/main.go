@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/voxpipe/voxpipe/internal/llmcli"
+	"github.com/voxpipe/voxpipe/internal/procs"
 )
 
 // version is set at build time: -ldflags "-X main.version=...".
@@ -48,6 +49,7 @@ func main() {
 	// fired, signal handling is reset so a second one kills the process.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	context.AfterFunc(ctx, stop)
+	procs.SpareForCgo() // the engine, recogniser and synthesiser run in C
 	err := run(ctx, os.Args[1:])
 	stop()
 	switch {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -128,7 +129,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		return fmt.Errorf("pipeline.early_start (%s): %w", cfg.Origin("pipeline.early_start"), err)
 	}
 	log.Info().Str("asr", cfg.ASR.Backend).Str("llm", cfg.LLM.Backend).Str("tts", cfg.TTS.Backend).
-		Bool("early_start", prefiller != nil).Dur("load", time.Since(started)).Msg("backends ready")
+		Bool("early_start", prefiller != nil).Int("gomaxprocs", runtime.GOMAXPROCS(0)).Dur("load", time.Since(started)).Msg("backends ready")
 
 	id := modelID(cfg)
 	maxSessions, admission := sessionLimits(cfg)
