@@ -14,14 +14,18 @@
 // Numerics, identical on both tiers and for every n: per (row, activation row) and block,
 // s = Σ w·x exactly in int32, p = float(s)·d_x, acc = fma(p, d_w, acc); blocks in order.
 
+// Prefetch 8 KiB ahead within a group's stream, into L2 (T1). Both can be set at build time for
+// experiments (CGO_CFLAGS="-O2 -g -DKN_X16_PF=4096 -DKN_X16_HINT=_MM_HINT_T0"). 4 KiB into L1 (T0)
+// was the default until the AMD EPYC (Zen 4) dev VM: there, 2 threads, 4 alternated rounds, T1
+// decoded Qwen2.5-0.5B Q8_0 1.12x, Llama-3.2-1B Q8_0 1.05x and SmolLM2-135M 1.32x faster (4, 8 and 16
+// KiB within the noise of each other), prompts unchanged; a streamed line that lands in L1 4 KiB
+// early is mostly evicted again before its use. The device Xeon had read T1 42.6 against T0 39.7
+// t/s on Qwen2.5-0.5B Q8_0 (medians of 3).
 #ifndef KN_X16_PF
-#define KN_X16_PF 4096 // bytes ahead to prefetch within a group's stream (4096 beat 512, 2048 and 8192 on the demo model)
+#define KN_X16_PF 8192
 #endif
-// Both can be set at build time for experiments (CGO_CFLAGS="-O2 -g -DKN_X16_HINT=_MM_HINT_T1"). On the
-// device Xeon, Qwen2.5-0.5B Q8_0 decode, 2 cores: T1 42.6 vs T0 39.7 t/s (medians of 3, alternating;
-// spread ±10%), too close to change the default without more runs.
 #ifndef KN_X16_HINT
-#define KN_X16_HINT _MM_HINT_T0
+#define KN_X16_HINT _MM_HINT_T1
 #endif
 
 #if KN_VNNI
