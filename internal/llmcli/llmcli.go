@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -230,6 +231,7 @@ func streamTo(ctx context.Context, m llm.Model, req llm.Request, out io.Writer) 
 type benchReport struct {
 	Model            string  `json:"model"`
 	Threads          int     `json:"threads"`
+	GOMAXPROCS       int     `json:"gomaxprocs"` // procs.SpareForCgo: more than the cores, or the scheduler takes the kernels' Ps
 	Kernels          string  `json:"kernels"`
 	PromptTokens     int     `json:"prompt_tokens"`
 	DecodeTokens     int     `json:"decode_tokens"`
@@ -401,6 +403,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	rep := benchReport{
 		Model:            cfg.ModelPath,
 		Threads:          res.Threads,
+		GOMAXPROCS:       runtime.GOMAXPROCS(0),
 		Kernels:          res.Kernels,
 		PromptTokens:     res.PromptTokens,
 		DecodeTokens:     res.DecodeTokens,
@@ -455,7 +458,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 	if *asJSON {
 		return json.NewEncoder(out).Encode(rep)
 	}
-	fmt.Fprintf(out, "model    %s (%d threads, %s kernels)\n", rep.Model, rep.Threads, rep.Kernels)
+	fmt.Fprintf(out, "model    %s (%d threads, %s kernels, GOMAXPROCS %d)\n", rep.Model, rep.Threads, rep.Kernels, rep.GOMAXPROCS)
 	fmt.Fprintf(out, "load     %.0f ms\n", rep.LoadMs)
 	fmt.Fprintf(out, "prompt   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.PromptTokens, rep.PromptTokensPerS, rep.PromptCPUSeconds)
 	fmt.Fprintf(out, "ttft     %.1f ms\n", rep.TTFTMs)
@@ -474,7 +477,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 // benchConcurrency runs the continuous-batching bench for each count and
 // prints aggregate throughput and per-sequence delay against the first.
 func benchConcurrency(ctx context.Context, e *engine.Engine, cfg engine.Config, counts []int, promptTokens, decodeTokens int, asJSON bool, out io.Writer) error {
-	rep := benchReport{Model: cfg.ModelPath, Threads: cfg.Threads, Kernels: kernels.Features(), PromptTokens: promptTokens, DecodeTokens: decodeTokens}
+	rep := benchReport{Model: cfg.ModelPath, Threads: cfg.Threads, GOMAXPROCS: runtime.GOMAXPROCS(0), Kernels: kernels.Features(), PromptTokens: promptTokens, DecodeTokens: decodeTokens}
 	for i, n := range counts {
 		r, err := e.BenchConcurrent(ctx, n, promptTokens, decodeTokens)
 		if err != nil {
@@ -496,7 +499,7 @@ func benchConcurrency(ctx context.Context, e *engine.Engine, cfg engine.Config, 
 	if asJSON {
 		return json.NewEncoder(out).Encode(rep)
 	}
-	fmt.Fprintf(out, "model    %s (%d threads, %s kernels), prompt %d, decode %d tokens per sequence\n", rep.Model, rep.Threads, rep.Kernels, promptTokens, decodeTokens)
+	fmt.Fprintf(out, "model    %s (%d threads, %s kernels, GOMAXPROCS %d), prompt %d, decode %d tokens per sequence\n", rep.Model, rep.Threads, rep.Kernels, rep.GOMAXPROCS, promptTokens, decodeTokens)
 	fmt.Fprintf(out, "%9s %14s %9s %15s %9s %10s\n", "sequences", "aggregate t/s", "vs first", "ms/token (seq)", "vs first", "ttft ms")
 	for _, c := range rep.Concurrency {
 		fmt.Fprintf(out, "%9d %14.1f %8.2fx %15.2f %8.2fx %10.1f\n", c.Sequences, c.AggregateTokensS, c.AggregateSpeedup, c.TokenDelayMs, c.DelayGrowth, c.TTFTMs)

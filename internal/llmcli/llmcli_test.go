@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestBenchJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("%v in %q", err, out.String())
 	}
-	if rep.Model != model || rep.Threads != 1 || rep.PromptTokens != 16 || rep.DecodeTokens != 4 || rep.Kernels == "" {
+	if rep.Model != model || rep.Threads != 1 || rep.PromptTokens != 16 || rep.DecodeTokens != 4 || rep.Kernels == "" || rep.GOMAXPROCS != runtime.GOMAXPROCS(0) {
 		t.Fatalf("report %+v", rep)
 	}
 	if rep.PromptTokensPerS <= 0 || rep.DecodeTokensPerS <= 0 || rep.DecodeBytes <= 0 || rep.BandwidthGBs <= 0 {
