@@ -8,14 +8,13 @@ import (
 	"sync"
 )
 
-var (
-	once sync.Once
-	base int
-)
+var once sync.Once
 
 // SpareForCgo sets GOMAXPROCS to twice Go's default (one spare P per CPU)
 // unless the GOMAXPROCS environment variable chose it, and returns the
-// value in effect. Calling it again changes nothing.
+// value in effect. Calling it again changes nothing. Setting it stops the
+// runtime's own updates of GOMAXPROCS (to a changed CPU limit), as any
+// explicit setting does.
 //
 // Why: a goroutine in a cgo call keeps its P. When no P is idle, the
 // runtime's monitor takes the P of a call that has run for one of its ticks
@@ -28,9 +27,8 @@ var (
 // against 2, 5 alternated rounds: decoding 1.21x, prompts 1.21x.
 func SpareForCgo() int {
 	once.Do(func() {
-		base = runtime.GOMAXPROCS(0)
 		if os.Getenv("GOMAXPROCS") == "" {
-			runtime.GOMAXPROCS(2 * base)
+			runtime.GOMAXPROCS(2 * runtime.GOMAXPROCS(0))
 		}
 	})
 	return runtime.GOMAXPROCS(0)
