@@ -9,11 +9,12 @@
 //     Config.Sequences wait in a bounded queue (llm.ErrBusy when full).
 //   - Matrix products are cut into row chunks that the scheduler goroutine
 //     and Threads-1 workers claim through one atomic counter. An idle worker
-//     polls for at most 30 µs (pool.go's spinWait: decoding runs short jobs
-//     back to back) and then blocks on a channel, and a worker the OS has
-//     descheduled simply claims nothing, so a busy core slows a step instead
-//     of stalling it (llama.cpp's unbounded spinning barrier collapses under
-//     the same contention).
+//     polls for at most 30 µs (pool.go's spinWait), or up to 1 ms inside a
+//     forward pass, whose jobs run back to back, yielding the core to other
+//     processes meanwhile (hotSpinWait); then it blocks on a channel. A
+//     worker the OS has descheduled simply claims nothing, so a busy core
+//     slows a step instead of stalling it (llama.cpp's unbounded spinning
+//     barrier collapses under the same contention).
 //   - Q8_0/Q4_0 weights multiply activations quantized to Q8_0 once per
 //     matmul (cgo/kernels' integer path), as llama.cpp does; Q8_0 and Q4_0
 //     matrices are repacked at load into 16-row interleaved groups

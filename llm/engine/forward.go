@@ -337,6 +337,8 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 	n := len(tokens)
 	dim, qDim, kvDim, ffn := hp.dim, hp.qDim(), hp.kvDim(), hp.ffn
 	rt.n = n
+	rt.pool.setHot(true) // the pass's jobs follow each other within microseconds
+	defer rt.pool.setHot(false)
 	rt.segs = segs // read only, until the pass returns
 	for si := range rt.segs {
 		sg := &rt.segs[si]
