@@ -160,25 +160,20 @@ func (p *pacer) pump(ctx context.Context) error {
 				return err
 			}
 		}
-		// The first frames' marks are taken as they are handed out, not
-		// after: the client may answer the frame (playback_start) before
-		// this goroutine runs again.
-		var sentAt time.Time
-		if !q.t.firstOut || q.t.id > p.audibleUpTo {
-			sentAt = time.Now()
-		}
+		// The marks below take now, from before the send: the client may
+		// answer the frame (playback_start) before this goroutine runs again.
 		if err := p.send(ctx, Output{Audio: q.pcm}); err != nil {
 			return err
 		}
 		p.pop()
 		if !q.t.firstOut {
 			q.t.firstOut = true
-			q.t.trace.markAt(MarkFirstAudioOut, sentAt)
+			q.t.trace.markAt(MarkFirstAudioOut, now)
 		}
 		// Checked only until the turn's first audible frame: a frame or two.
 		if q.t.id > p.audibleUpTo && audio.IsAudible(q.pcm, p.cfg.OutputRate) {
 			p.audibleUpTo = q.t.id
-			q.t.trace.markAt(MarkFirstAudibleOut, sentAt)
+			q.t.trace.markAt(MarkFirstAudibleOut, now)
 		}
 		q.t.sentSamples += len(q.pcm)
 		q.t.sentOut.Add(int64(len(q.pcm)))
