@@ -1,0 +1,128 @@
+package audio
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// voice returns n samples at 16 kHz of a glottal-like tone: a fundamental
+// gliding from f0 to f1 Hz with ten harmonics falling 6 dB per octave.
+func voice(n int, f0, f1 float64) []int16 {
+	out := make([]int16, n)
+	phase := 0.0
+	for i := range out {
+		f := f0 + (f1-f0)*float64(i)/float64(n)
+		phase += 2 * math.Pi * f / 16000
+		var v float64
+		for h := 1; h <= 10; h++ {
+			v += math.Sin(float64(h)*phase) / float64(h)
+		}
+		out[i] = int16(4000 * v)
+	}
+	return out
+}
+
+func TestPitchTone(t *testing.T) {
+	p, err := NewPitch(16000, 320)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []float64{75, 110, 180, 260, 400} {
+		p.Reset()
+		pcm := voice(320*6, f, f)
+		var got float64
+		for i := 0; i < 6; i++ {
+			got = p.Process(pcm[i*320 : (i+1)*320])
+		}
+		if math.Abs(got-f)/f > 0.02 {
+			t.Errorf("%v Hz tone: got %.1f Hz", f, got)
+		}
+	}
+}
+
+func TestPitchNoiseUnvoiced(t *testing.T) {
+	p, _ := NewPitch(16000, 320)
+	rng := rand.New(rand.NewPCG(1, 2))
+	frame := make([]int16, 320)
+	voiced := 0
+	for k := 0; k < 50; k++ {
+		for i := range frame {
+			frame[i] = int16(rng.NormFloat64() * 2000)
+		}
+		if p.Process(frame) > 0 {
+			voiced++
+		}
+	}
+	if voiced > 2 {
+		t.Errorf("white noise: %d of 50 frames voiced", voiced)
+	}
+	if got := p.Process(make([]int16, 320)); got != 0 {
+		t.Errorf("digital silence: %v Hz", got)
+	}
+}
+
+func TestPitchRejectsShortFrames(t *testing.T) {
+	if _, err := NewPitch(16000, 160); err == nil {
+		t.Error("10 ms frames at 16 kHz: want an error (a 60 Hz period does not fit twice)")
+	}
+}
+
+// contourOf feeds a speaker's session to a tracker: speech in a middle
+// range first (so the tracker knows the voice), then the ending under test.
+func contourOf(t *testing.T, ending []int16) Contour {
+	t.Helper()
+	in, err := NewIntonation(16000, 320)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var session []int16
+	for _, seg := range [][2]float64{{120, 160}, {160, 110}, {100, 140}, {150, 100}} {
+		session = append(session, voice(320*25, seg[0], seg[1])...)
+	}
+	for i := 0; i+320 <= len(session); i += 320 {
+		in.Speech(session[i : i+320])
+	}
+	in.Gap()
+	for i := 0; i+320 <= len(ending); i += 320 {
+		in.Speech(ending[i : i+320])
+	}
+	return in.Ending()
+}
+
+func TestIntonationEndings(t *testing.T) {
+	fall := contourOf(t, voice(320*20, 130, 95))
+	if fall.Range > 0.2 || fall.Slope > -10 || fall.EndSt > -2 {
+		t.Errorf("a fall to the bottom of the range: %+v", fall)
+	}
+	rise := contourOf(t, voice(320*20, 125, 165))
+	if rise.Range < 0.8 || rise.Slope < 10 {
+		t.Errorf("a rise to the top of the range: %+v", rise)
+	}
+	level := contourOf(t, voice(320*20, 128, 128))
+	if level.Range < 0.3 || level.Range > 0.8 || math.Abs(level.Slope) > 3 {
+		t.Errorf("a level ending in mid range: %+v", level)
+	}
+	fresh, _ := NewIntonation(16000, 320)
+	if c := fresh.Ending(); c.Voiced != 0 || !math.IsNaN(c.Range) {
+		t.Errorf("no speech yet: %+v", c)
+	}
+	// 200 ms of speech do not show the speaker's range.
+	pcm := voice(320*10, 150, 100)
+	for i := 0; i+320 <= len(pcm); i += 320 {
+		fresh.Speech(pcm[i : i+320])
+	}
+	if c := fresh.Ending(); c.Voiced < 3 || !math.IsNaN(c.Range) || !math.IsNaN(c.EndSt) || c.Slope > -10 {
+		t.Errorf("a 200 ms first word: %+v, want its fall but no place in the range", c)
+	}
+}
+
+func BenchmarkPitch(b *testing.B) {
+	p, _ := NewPitch(16000, 320)
+	pcm := voice(320*50, 100, 200)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		k := i % 50
+		p.Process(pcm[k*320 : (k+1)*320])
+	}
+}
