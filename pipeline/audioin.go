@@ -66,6 +66,13 @@ type audioIn struct {
 	pauseSent    bool
 	pauseSeq     int
 	splitSent    bool // an asrSplit went out for this pause (Config.PauseFinal)
+	// The intonation before a pause (Turn.IntonationCue): nil when the
+	// policy does not listen to it. cue is the current pause's, in
+	// log-odds added to the text's score.
+	into    *audio.Intonation
+	turnCfg endturn.Config
+	contour audio.Contour
+	cue     float64
 
 	// Per utterance.
 	uttSeq       int
@@ -127,6 +134,32 @@ func (a *audioIn) semantic(w *endWait, c endturn.Config) {
 	if a.cfg.PauseFinalMs > 0 { // validate zeroes it without PauseFinal
 		a.finalFrames = max(a.pauseFrames, (a.cfg.PauseFinalMs+frameMs-1)/frameMs)
 	}
+	a.turnCfg = c
+	if c.IntonationYield != 0 || c.IntonationHold != 0 {
+		// 20 ms frames at 16 kHz always fit the tracker.
+		a.into, _ = audio.NewIntonation(asrRate, asrRate*frameMs/1000)
+	}
+}
+
+// listen follows the intonation of the utterance's speech frames and, at
+// the first silent frame of a pause, takes the cue of how it ended. About
+// 20 µs per speech frame, allocation-free.
+func (a *audioIn) listen(frame []int16) {
+	switch a.vad.SilenceFrames() {
+	case 0:
+		a.into.Speech(frame)
+	case 1:
+		a.contour = a.into.Ending()
+		a.cue = a.turnCfg.IntonationCue(a.contour)
+		a.into.Gap()
+	}
+}
+
+// endScore is the utterance's end-of-utterance score with the current
+// pause's intonation cue; ok is false before any partial was scored.
+func (a *audioIn) endScore() (score float64, ok bool) {
+	_, score, ok = a.endWait.load(a.uttSeq)
+	return endturn.WithCue(score, a.cue), ok
 }
 
 // String prints the chain, for logs.
@@ -204,6 +237,10 @@ func (a *audioIn) onFrame(frame []int16) {
 		// The run that triggered the start began startFrames frames ago.
 		a.utt.markAt(MarkSpeechStart, a.frameTime(a.startFrames-1).Add(-frameDur))
 		a.speechFrames, a.bargeSent = a.startFrames, false
+		if a.into != nil {
+			a.into.Gap()
+			a.contour, a.cue = audio.Contour{Range: math.NaN()}, 0
+		}
 		// One allocation per utterance: the pre-roll travels to the ASR
 		// stage, which may still be busy with the previous utterance.
 		pre := a.vad.PreRoll(make([]int16, 0, a.preRollSamples))
@@ -217,6 +254,9 @@ func (a *audioIn) onFrame(frame []int16) {
 		}
 		a.speechFrames++
 		a.forward(frame)
+		if a.into != nil {
+			a.listen(frame)
+		}
 		a.checkBargeIn()
 		if a.maxTurnFrames > 0 && a.speechFrames >= a.maxTurnFrames {
 			a.turnLimit()
@@ -240,6 +280,9 @@ func (a *audioIn) endUtterance(back int) {
 			scored = scored && !math.IsNaN(score)
 		}
 		a.utt.setEndpoint(time.Duration(back)*frameDur, score, scored)
+		if a.into != nil && !math.IsNaN(a.contour.Range) {
+			a.utt.setIntonation(a.contour.Range, a.cue)
+		}
 	}
 	a.utt, a.pauseSent, a.splitSent = nil, false, false
 	a.err = a.sendASR(asrCmd{kind: asrEnd})
@@ -297,7 +340,7 @@ func (a *audioIn) checkEnd() {
 		// it. Checked on every silent frame of the pause, as the score of
 		// the last words can come after the pause began; a long pause gets
 		// it whatever the partial read.
-		_, score, ok := a.endWait.load(a.uttSeq)
+		score, ok := a.endScore()
 		if (ok && score >= a.cfg.PauseFinal) || (a.finalFrames > 0 && n >= a.finalFrames) {
 			if !a.pauseSent { // the split reports the pause itself
 				a.pauseSent = true
@@ -318,7 +361,12 @@ func (a *audioIn) checkEnd() {
 	if n < a.minEndFrames {
 		return
 	}
-	if waitMs, _, ok := a.endWait.load(a.uttSeq); ok && n*frameMs >= waitMs {
+	waitMs, _, ok := a.endWait.load(a.uttSeq)
+	if ok && a.cue != 0 {
+		score, _ := a.endScore()
+		waitMs = int(a.turnCfg.Wait(score) / time.Millisecond)
+	}
+	if ok && n*frameMs >= waitMs {
 		a.vad.EndSpeech()
 		a.endUtterance(n)
 	}

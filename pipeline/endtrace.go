@@ -22,6 +22,13 @@ type EndOfTurn struct {
 	// PauseFinal: the final transcript was made at the pause the turn
 	// ended in (Config.PauseFinal), before the commit.
 	PauseFinal bool `json:"pause_final,omitempty"`
+	// EndPitch is where the last voiced speech before the commit lay in
+	// the speaker's pitch range (0 = its 10th percentile, 1 = its 90th),
+	// and Intonation the log-odds that added to EOUScore
+	// (pipeline/turn.Config.IntonationCue); absent when the policy does not
+	// listen to intonation or the ending was unvoiced.
+	EndPitch   *float64 `json:"end_pitch,omitempty"`
+	Intonation *float64 `json:"intonation,omitempty"`
 }
 
 // setEndpoint records the commit: the silence waited and the score (NaN
@@ -34,6 +41,13 @@ func (r *traceRec) setEndpoint(silence time.Duration, score float64, scored bool
 		s := score
 		r.eot.EOUScore = &s
 	}
+}
+
+// setIntonation records the ending's pitch and the cue it gave.
+func (r *traceRec) setIntonation(endPitch, cue float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.eot.EndPitch, r.eot.Intonation = &endPitch, &cue
 }
 
 // setPauseFinal marks the final transcript as made at the pause.

@@ -201,4 +201,5 @@ func (r *traceRec) adopt(u *traceRec) {
 	}
 	r.early += early
 	r.eot.EOUScore, r.eot.EndSilenceMs, r.eot.PauseFinal = eot.EOUScore, eot.EndSilenceMs, eot.PauseFinal
+	r.eot.EndPitch, r.eot.Intonation = eot.EndPitch, eot.Intonation
 }

@@ -283,7 +283,8 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.LLMStallTimeout, pc.Apology = p.LLMStallTimeout, p.Apology
 	pc.MaxTurn = p.MaxTurn
 	pc.Turn = endturn.Config{Mode: endturn.Mode(p.Turn.Mode), MinSilenceMs: p.Turn.MinSilenceMs,
-		MaxSilenceMs: p.Turn.MaxSilenceMs, Threshold: p.Turn.Threshold, DoubtMs: p.Turn.DoubtMs}
+		MaxSilenceMs: p.Turn.MaxSilenceMs, Threshold: p.Turn.Threshold, DoubtMs: p.Turn.DoubtMs,
+		IntonationYield: p.Turn.IntonationYield, IntonationHold: p.Turn.IntonationHold}
 	pc.Speculative, pc.PauseFinal, pc.PauseFinalMs = p.Turn.Speculative, p.Turn.PauseFinal, p.Turn.PauseFinalMs
 	if c.ASR.Backend != "sphinx" {
 		// A remote recogniser would reconnect, and bill the audio again,

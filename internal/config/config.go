@@ -206,7 +206,11 @@ type Turn struct {
 	MaxSilenceMs int     `yaml:"max_silence_ms"`
 	Threshold    float64 `yaml:"threshold"`
 	DoubtMs      int     `yaml:"doubt_ms"`
-	Threads      int     `yaml:"threads"`
+	// IntonationYield and IntonationHold: the log-odds the intonation
+	// before a pause adds to the score (pipeline/turn.Config); 0 = off.
+	IntonationYield float64 `yaml:"intonation_yield"`
+	IntonationHold  float64 `yaml:"intonation_hold"`
+	Threads         int     `yaml:"threads"`
 	// Speculative starts the answer on a pause before the turn is committed.
 	Speculative bool `yaml:"speculative"`
 	// PauseFinal: at a pause whose partial scores at least this, the

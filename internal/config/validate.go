@@ -59,6 +59,8 @@ func (c *Config) Validate() error {
 		v.intRange("pipeline.turn.max_silence_ms", p.Turn.MaxSilenceMs, p.Turn.MinSilenceMs, 10000)
 		v.floatRange("pipeline.turn.threshold", p.Turn.Threshold, 0.001, 0.999)
 		v.intRange("pipeline.turn.doubt_ms", p.Turn.DoubtMs, 0, 10000)
+		v.floatRange("pipeline.turn.intonation_yield", p.Turn.IntonationYield, 0, 5)
+		v.floatRange("pipeline.turn.intonation_hold", p.Turn.IntonationHold, 0, 5)
 		v.intRange("pipeline.turn.threads", p.Turn.Threads, 1, 64)
 		v.floatRange("pipeline.turn.pause_final", p.Turn.PauseFinal, 0, 1)
 		v.intRange("pipeline.turn.pause_final_ms", p.Turn.PauseFinalMs, 0, 10000)

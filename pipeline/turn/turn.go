@@ -45,6 +45,10 @@ type Config struct {
 	// DoubtMs is the extra silence waited per unit of log-odds that the
 	// score falls short of Threshold (see Wait).
 	DoubtMs int
+	// IntonationYield and IntonationHold are the log-odds the intonation
+	// before a pause adds to the score when it ends low and falling, and
+	// takes from it when it stays up (IntonationCue); 0 and 0 = text only.
+	IntonationYield, IntonationHold float64
 }
 
 // DefaultConfig is the semantic policy the server ships with.
@@ -87,6 +91,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: threshold %g (want 0 < threshold < 1)", ErrConfig, c.Threshold)
 	case c.DoubtMs < 0 || c.DoubtMs > 10000:
 		return fmt.Errorf("%w: doubt_ms %d (want 0..10000)", ErrConfig, c.DoubtMs)
+	case !(c.IntonationYield >= 0 && c.IntonationYield <= 5):
+		return fmt.Errorf("%w: intonation_yield %g (want 0..5 log-odds)", ErrConfig, c.IntonationYield)
+	case !(c.IntonationHold >= 0 && c.IntonationHold <= 5):
+		return fmt.Errorf("%w: intonation_hold %g (want 0..5 log-odds)", ErrConfig, c.IntonationHold)
 	}
 	return nil
 }
