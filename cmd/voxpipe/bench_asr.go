@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -170,7 +171,8 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer f.Close()
 		fmt.Fprintf(f, "# voxpipe bench asr --pauses: the recogniser's partial at every pause of real speech.\n"+
-			"# label TAB partial TAB pause ms (0 = the speaker went on after that pause, 1 = the recording ended)\n")
+			"# label TAB partial TAB pause ms (0 = the speaker went on after that pause, 1 = the recording ended; - = none)\n"+
+			"# TAB the intonation before it: end pitch in the speaker's range (- = not known yet), slope st/s, voiced frames\n")
 		b.pauses = f
 		b.vad.EndSilenceMs = pauseEndSilenceMs
 	}
@@ -275,6 +277,41 @@ type pauseTracker struct {
 	atPause  string // the partial when the current pause began
 	silence  int    // frames of the current pause
 	snapshot bool
+	// The intonation before each pause, as audio-in follows it
+	// (pipeline.turn.intonation_*): the contour when the pause began.
+	into    *audio.Intonation
+	contour audio.Contour
+}
+
+func newPauseTracker(w io.Writer) *pauseTracker {
+	into, err := audio.NewIntonation(16000, 16000*20/1000)
+	if err != nil {
+		panic(err) // 20 ms frames at 16 kHz always fit
+	}
+	return &pauseTracker{w: w, into: into}
+}
+
+// speech follows the pitch of the frames the VAD calls speech.
+func (t *pauseTracker) speech(frame []int16, silentFrames int) {
+	if t == nil {
+		return
+	}
+	switch silentFrames {
+	case 0:
+		t.into.Speech(frame)
+	case 1:
+		t.contour = t.into.Ending()
+		t.into.Gap()
+	}
+}
+
+// fmtContour is the intonation columns of a row: the ending's place in the
+// speaker's range ("-" when not known yet), its slope and voiced frames.
+func fmtContour(c audio.Contour) string {
+	if math.IsNaN(c.Range) {
+		return fmt.Sprintf("-\t%.1f\t%d", c.Slope, c.Voiced)
+	}
+	return fmt.Sprintf("%.3f\t%.1f\t%d", c.Range, c.Slope, c.Voiced)
 }
 
 // pauseMinFrames (60 ms) is when the pipeline takes a pause to begin (its
@@ -290,7 +327,7 @@ func (t *pauseTracker) frame(silentFrames int) {
 	}
 	if silentFrames == 0 && t.snapshot {
 		if text := strings.TrimSpace(t.atPause); text != "" {
-			fmt.Fprintf(t.w, "0\t%s\t%d\n", text, t.silence*20)
+			fmt.Fprintf(t.w, "0\t%s\t%d\t%s\n", text, t.silence*20, fmtContour(t.contour))
 		}
 		t.snapshot = false
 	}
@@ -307,9 +344,13 @@ func (t *pauseTracker) end() {
 		text = t.atPause
 	}
 	if text = strings.TrimSpace(text); text != "" {
-		fmt.Fprintf(t.w, "1\t%s\n", text)
+		c := t.contour
+		if !t.snapshot {
+			c = t.into.Ending() // the recording ended in speech
+		}
+		fmt.Fprintf(t.w, "1\t%s\t-\t%s\n", text, fmtContour(c))
 	}
-	*t = pauseTracker{w: t.w}
+	t.partial, t.atPause, t.silence, t.snapshot = "", "", 0, false
 }
 
 func (b *asrBench) open(ctx context.Context) error {
@@ -399,7 +440,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 	)
 	var pt *pauseTracker
 	if b.pauses != nil {
-		pt = &pauseTracker{w: b.pauses}
+		pt = newPauseTracker(b.pauses) // a speaker per recording
 	}
 	drain := func() {
 		for {
@@ -471,6 +512,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 				failure = err
 			}
 			drain()
+			pt.speech(frame, vad.SilenceFrames())
 			pt.frame(vad.SilenceFrames())
 		}
 	}

@@ -119,7 +119,8 @@ func TestBenchASR(t *testing.T) {
 // partial its last pause began with (what the end-of-turn detector scores).
 func TestPauseTracker(t *testing.T) {
 	var out strings.Builder
-	pt := &pauseTracker{w: &out}
+	pt := newPauseTracker(&out)
+	quiet := make([]int16, 320)
 	for _, f := range []struct {
 		partial string
 		silent  int
@@ -131,14 +132,17 @@ func TestPauseTracker(t *testing.T) {
 		{"please press one to mute yourself now", 4}, // a late revision after the pause began
 	} {
 		pt.partial = f.partial
+		pt.speech(quiet, f.silent)
 		pt.frame(f.silent)
 	}
 	pt.end()
-	want := "0\tplease press one\t80\n1\tplease press one to mute yourself\n"
+	// Unvoiced frames: no intonation known.
+	want := "0\tplease press one\t80\t-\t0.0\t0\n1\tplease press one to mute yourself\t-\t-\t0.0\t0\n"
 	if out.String() != want {
 		t.Errorf("got\n%q\nwant\n%q", out.String(), want)
 	}
 	var nilTracker *pauseTracker // --pauses off
+	nilTracker.speech(quiet, 0)
 	nilTracker.frame(3)
 	nilTracker.end()
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/voxpipe/voxpipe/pipeline/audio"
 	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 )
 
@@ -27,13 +28,16 @@ import (
 
 const benchEOUUsage = `usage: voxpipe bench eou [flags]
 
-Scores a labelled text set (label TAB text [TAB pause ms]; 1 = a complete
-utterance, 0 = a partial that goes on, after a pause of that length if given)
+Scores a labelled text set (label TAB text [TAB pause ms [TAB end pitch TAB
+slope TAB voiced frames]]; 1 = a complete utterance, 0 = a partial that goes
+on, after a pause of that length if given; "-" = not known)
 with the end-of-utterance model and prints its AUC and, for the configured
 policy and a grid around it, the wait after complete utterances (p50/p95) and
 the false cut-off rate: the share of the measured pauses that outlast the
 wait, or of 300-1200 ms pauses where none was measured. bench asr --pauses
-writes such a set from real recordings.
+writes such a set from real recordings, with the intonation before each
+pause: then the same policies are judged again with the intonation cue
+(pipeline.turn.intonation_yield and intonation_hold, and a grid of them).
 `
 
 // The pauses inside a turn that the cut-off rate assumes: uniform over the
@@ -47,7 +51,10 @@ type eouPolicy struct {
 	WaitP50Ms    float64 `json:"complete_wait_p50_ms"`
 	WaitP95Ms    float64 `json:"complete_wait_p95_ms"`
 	CutOffRate   float64 `json:"false_cutoff_rate"`
-	Configured   bool    `json:"configured,omitempty"`
+	// The intonation cue's weights (log-odds); 0 and 0 = text only.
+	IntonationYield float64 `json:"intonation_yield,omitempty"`
+	IntonationHold  float64 `json:"intonation_hold,omitempty"`
+	Configured      bool    `json:"configured,omitempty"`
 }
 
 type eouReport struct {
@@ -68,6 +75,9 @@ type eouExample struct {
 	complete bool
 	text     string
 	pauseMs  float64 // the pause that followed a cut-off partial; NaN when not known
+	// The intonation before the pause (bench asr --pauses); Voiced 0 and
+	// Range NaN when not known.
+	contour audio.Contour
 }
 
 func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
@@ -99,9 +109,16 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer func() { _ = lm.Close() }()
 
-	var pos, neg, negPause []float64
+	var (
+		pos, neg, negPause []float64
+		posK, negK         []audio.Contour
+		intoned            int
+	)
 	started := time.Now()
 	for _, e := range exs {
+		if !math.IsNaN(e.contour.Range) {
+			intoned++
+		}
 		// One cache key: the engine reuses the prefix the texts share, as
 		// it does for the growing partials of an utterance.
 		s, err := lm.Score(ctx, "bench", e.text)
@@ -109,9 +126,9 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 			return fmt.Errorf("bench eou: %q: %w", e.text, err)
 		}
 		if e.complete {
-			pos = append(pos, s)
+			pos, posK = append(pos, s), append(posK, e.contour)
 		} else {
-			neg, negPause = append(neg, s), append(negPause, e.pauseMs)
+			neg, negPause, negK = append(neg, s), append(negPause, e.pauseMs), append(negK, e.contour)
 		}
 	}
 	rep := eouReport{Model: *model, File: *file, Complete: len(pos), CutOff: len(neg), AUC: aucOf(pos, neg),
@@ -120,14 +137,37 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 		MsPerText: float64(time.Since(started)) / float64(time.Millisecond) / float64(len(exs))}
 	t := cfg.Pipeline.Turn
 	base := endturn.Config{Mode: endturn.ModeSemantic, MinSilenceMs: t.MinSilenceMs, MaxSilenceMs: t.MaxSilenceMs,
-		Threshold: t.Threshold, DoubtMs: t.DoubtMs}
-	rep.Policies = append(rep.Policies, eouPolicyOf(base, pos, neg, negPause, true))
+		Threshold: t.Threshold, DoubtMs: t.DoubtMs, IntonationYield: t.IntonationYield, IntonationHold: t.IntonationHold}
+	cued := func(c endturn.Config, scores []float64, ks []audio.Contour) []float64 {
+		out := make([]float64, len(scores))
+		for i, s := range scores {
+			out[i] = endturn.WithCue(s, c.IntonationCue(ks[i]))
+		}
+		return out
+	}
+	policy := func(c endturn.Config, configured bool) eouPolicy {
+		p := eouPolicyOf(c, cued(c, pos, posK), cued(c, neg, negK), negPause, configured)
+		p.IntonationYield, p.IntonationHold = c.IntonationYield, c.IntonationHold
+		return p
+	}
+	rep.Policies = append(rep.Policies, policy(base, true))
+	if intoned > 0 {
+		// The configured text policy under other intonation weights.
+		for _, yield := range []float64{0, 0.5, 1, 2} {
+			for _, hold := range []float64{0, 0.6, 1.2, 2} {
+				c := base
+				c.IntonationYield, c.IntonationHold = yield, hold
+				rep.Policies = append(rep.Policies, policy(c, false))
+			}
+		}
+	}
+	base.IntonationYield, base.IntonationHold = 0, 0 // the text grid
 	for _, maxMs := range []int{800, 1000, 1300} {
 		for _, th := range []float64{0.1, 0.2, 0.3, 0.5} {
 			for _, doubt := range []int{400, 800} {
 				c := base
 				c.MaxSilenceMs, c.Threshold, c.DoubtMs = max(maxMs, c.MinSilenceMs), th, doubt
-				rep.Policies = append(rep.Policies, eouPolicyOf(c, pos, neg, negPause, false))
+				rep.Policies = append(rep.Policies, policy(c, false))
 			}
 		}
 	}
@@ -140,14 +180,15 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 		rep.Complete, rep.CutOff, rep.AUC, rep.MsPerText)
 	fmt.Fprintf(stdout, "scores: complete p10 %.3f p50 %.3f; cut off p90 %.3f p95 %.3f\n",
 		rep.CompleteP10, rep.CompleteP50, rep.CutOffP90, rep.CutOffP95)
-	fmt.Fprintf(stdout, "%-10s %6s %6s | %-24s | %s\n", "threshold", "doubt", "max", "wait after complete p50/p95", "false cut-offs (at the measured pauses, else 300-1200 ms)")
+	fmt.Fprintf(stdout, "%d of the texts carry the intonation before them\n", intoned)
+	fmt.Fprintf(stdout, "%-10s %6s %6s %5s %5s | %-24s | %s\n", "threshold", "doubt", "max", "yield", "hold", "wait after complete p50/p95", "false cut-offs (at the measured pauses, else 300-1200 ms)")
 	for _, p := range rep.Policies {
 		mark := ""
 		if p.Configured {
 			mark = "  <- configured"
 		}
-		fmt.Fprintf(stdout, "%-10.2f %6d %6d | %9.0f / %6.0f ms       | %5.1f%%%s\n", p.Threshold, p.DoubtMs, p.MaxSilenceMs,
-			p.WaitP50Ms, p.WaitP95Ms, 100*p.CutOffRate, mark)
+		fmt.Fprintf(stdout, "%-10.2f %6d %6d %5.1f %5.1f | %9.0f / %6.0f ms       | %5.1f%%%s\n", p.Threshold, p.DoubtMs, p.MaxSilenceMs,
+			p.IntonationYield, p.IntonationHold, p.WaitP50Ms, p.WaitP95Ms, 100*p.CutOffRate, mark)
 	}
 	return nil
 }
@@ -208,18 +249,43 @@ func readEOUSet(path string) ([]eouExample, error) {
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
-		label, words, ok := strings.Cut(text, "\t")
-		words, pause, hasPause := strings.Cut(words, "\t")
-		if !ok || (label != "0" && label != "1") || strings.TrimSpace(words) == "" {
-			return nil, fmt.Errorf("bench eou: %s:%d: want 0 or 1, a tab, the text, and optionally a tab and the pause in ms", path, line)
+		cols := strings.Split(text, "\t")
+		if len(cols) < 2 || (cols[0] != "0" && cols[0] != "1") || strings.TrimSpace(cols[1]) == "" ||
+			(len(cols) != 2 && len(cols) != 3 && len(cols) != 6) {
+			return nil, fmt.Errorf("bench eou: %s:%d: want 0 or 1, a tab, the text, and optionally a tab and the pause in ms, "+
+				"then three tabbed intonation columns", path, line)
 		}
-		e := eouExample{complete: label == "1", text: strings.TrimSpace(words), pauseMs: math.NaN()}
-		if hasPause {
-			ms, err := strconv.ParseFloat(strings.TrimSpace(pause), 64)
-			if err != nil || ms < 0 {
-				return nil, fmt.Errorf("bench eou: %s:%d: pause %q: want milliseconds", path, line, pause)
+		e := eouExample{complete: cols[0] == "1", text: strings.TrimSpace(cols[1]), pauseMs: math.NaN(),
+			contour: audio.Contour{Range: math.NaN(), EndSt: math.NaN()}}
+		num := func(i int, what string, lo float64) (float64, error) {
+			v := strings.TrimSpace(cols[i])
+			if v == "-" {
+				return math.NaN(), nil
 			}
-			e.pauseMs = ms
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f >= lo) {
+				return 0, fmt.Errorf("bench eou: %s:%d: %s %q: want a number (or -)", path, line, what, v)
+			}
+			return f, nil
+		}
+		var err error
+		if len(cols) >= 3 {
+			if e.pauseMs, err = num(2, "pause ms", 0); err != nil {
+				return nil, err
+			}
+		}
+		if len(cols) == 6 {
+			var voiced float64
+			if e.contour.Range, err = num(3, "end pitch", math.Inf(-1)); err != nil {
+				return nil, err
+			}
+			if e.contour.Slope, err = num(4, "slope", math.Inf(-1)); err != nil {
+				return nil, err
+			}
+			if voiced, err = num(5, "voiced frames", 0); err != nil {
+				return nil, err
+			}
+			e.contour.Voiced = int(voiced)
 		}
 		exs = append(exs, e)
 	}

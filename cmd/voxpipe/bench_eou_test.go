@@ -32,10 +32,12 @@ func TestAUCOf(t *testing.T) {
 func TestReadEOUSetErrors(t *testing.T) {
 	dir := t.TempDir()
 	for name, body := range map[string]string{
-		"label": "1\twhat time is it\n2\tthe\n",
-		"tab":   "1 what time is it\n",
-		"empty": "# nothing\n\n",
-		"pause": "0\twhat time\tlong\n",
+		"label":   "1\twhat time is it\n2\tthe\n",
+		"tab":     "1 what time is it\n",
+		"empty":   "# nothing\n\n",
+		"pause":   "0\twhat time\tlong\n",
+		"columns": "0\twhat time\t120\t0.3\n",
+		"pitch":   "0\twhat time\t120\thigh\t-3.0\t9\n",
 	} {
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
@@ -44,6 +46,30 @@ func TestReadEOUSetErrors(t *testing.T) {
 		if _, err := readEOUSet(path); err == nil || !strings.Contains(err.Error(), path) {
 			t.Errorf("%s: err %v, want one naming the file", name, err)
 		}
+	}
+}
+
+// The intonation columns of bench asr --pauses, "-" where not known, and
+// the cue they give under the configured weights.
+func TestReadEOUSetIntonation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "pauses.tsv")
+	body := "0\tplease press\t120\t0.900\t25.0\t12\n1\tplease try again\t-\t0.050\t-30.0\t9\n1\thello\t-\t-\t0.0\t2\n"
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exs, err := readEOUSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := endturn.DefaultConfig()
+	c.IntonationYield, c.IntonationHold = 1, 1
+	var cues []float64
+	for _, e := range exs {
+		cues = append(cues, c.IntonationCue(e.contour))
+	}
+	if len(exs) != 3 || exs[0].pauseMs != 120 || !math.IsNaN(exs[1].pauseMs) || exs[1].contour.Voiced != 9 ||
+		!math.IsNaN(exs[2].contour.Range) || cues[0] != -1 || cues[1] != 1 || cues[2] != 0 {
+		t.Errorf("read %+v, cues %v; want a hold, a yield and nothing", exs, cues)
 	}
 }
 

@@ -79,6 +79,8 @@ type itemRun struct {
 	ServerV2VMs  *float64 `json:"server_voice_to_voice_ms,omitempty"`
 	EOUScore     *float64 `json:"eou_score,omitempty"`
 	EndSilenceMs int      `json:"end_silence_ms,omitempty"`
+	EndPitch     *float64 `json:"end_pitch,omitempty"`
+	Intonation   *float64 `json:"intonation,omitempty"`
 	Speculative  bool     `json:"speculative,omitempty"`
 	CutOff       bool     `json:"cut_off,omitempty"`
 	Err          string   `json:"error,omitempty"`
@@ -513,6 +515,7 @@ func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Dur
 	r.CutOff = len(finals) > 1 || (len(finals) == 1 && !speechEndAt.IsZero() && finals[0].Before(speechEndAt))
 	if trace != nil {
 		r.ServerV2VMs, r.EOUScore, r.EndSilenceMs, r.Speculative = trace.VoiceToVoiceMs, trace.EOUScore, trace.EndSilenceMs, trace.Speculative
+		r.EndPitch, r.Intonation = trace.EndPitch, trace.Intonation
 	}
 	return r
 }
