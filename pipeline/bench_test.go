@@ -48,10 +48,10 @@ func utteranceAudio(rate int) []int16 {
 
 // BenchmarkAudioInFrame pushes 20 ms frames at 48 kHz (and at 16 kHz, no
 // resampling) through the audio-in chain (resample → framer → VAD → ASR
-// queue); one op is one frame. The goal is 0 allocs/op in steady state.
+// queue, and the pitch tracker with intonation on); one op is one frame. The goal is 0 allocs/op in steady state.
 func BenchmarkAudioInFrame(b *testing.B) {
 	for _, rate := range []int{48000, 16000} {
-		for _, kind := range []string{"silence", "speech", "semantic"} {
+		for _, kind := range []string{"silence", "speech", "semantic", "intonation"} {
 			b.Run(kind+"/"+strconv.Itoa(rate), func(b *testing.B) { benchAudioIn(b, kind, rate) })
 		}
 	}
@@ -65,10 +65,14 @@ func benchAudioIn(b *testing.B, kind string, rate int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if kind == "semantic" { // speech with the end-of-turn check on every frame (a wait never reached)
+	if kind == "semantic" || kind == "intonation" { // speech with the end-of-turn check on every frame (a wait never reached)
 		var w endWait
 		w.store(1, time.Hour, 0)
-		a.semantic(&w, endturn.DefaultConfig())
+		tc := endturn.DefaultConfig()
+		if kind == "intonation" { // and the pitch of every speech frame followed
+			tc.IntonationYield = 0.7
+		}
+		a.semantic(&w, tc)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	toASR := make(chan asrCmd, asrQueueFrames)

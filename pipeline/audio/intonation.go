@@ -23,7 +23,8 @@ type Intonation struct {
 	// decaying, in bins of histBinSt semitones from 0.
 	hist    [histBins]float32
 	histSum float32
-	scratch []float32
+	// Ending's buffers, so that it allocates nothing.
+	last, sorted, end []float32
 }
 
 const (
@@ -44,9 +45,10 @@ const (
 	// octave error of the tracker, not intonation.
 	octaveJumpSt = 6
 	// The speaker's range is known after rangeMinFrames voiced frames
-	// (400 ms) that span at least rangeMinSt semitones between their 10th
-	// and 90th percentiles; speech rarely spans less.
-	rangeMinFrames = 20
+	// (1 s) that span at least rangeMinSt semitones between their 10th and
+	// 90th percentiles. Sooner, the end of a first phrase reads low in the
+	// range only because pitch declines through an utterance.
+	rangeMinFrames = 50
 	rangeMinSt     = 2
 )
 
@@ -56,7 +58,9 @@ func NewIntonation(rate, frameSamples int) (*Intonation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Intonation{pitch: p, ring: make([]float32, intonationFrames), scratch: make([]float32, 0, intonationFrames)}, nil
+	return &Intonation{pitch: p, ring: make([]float32, intonationFrames),
+		last: make([]float32, 0, contourSlopeFrames), sorted: make([]float32, 0, contourSlopeFrames),
+		end: make([]float32, 0, contourSlopeFrames)}, nil
 }
 
 // Speech analyses a frame of speech.
@@ -102,12 +106,12 @@ func (t *Intonation) Ending() Contour {
 	c := Contour{EndSt: math.NaN(), Range: math.NaN()}
 	n := min(t.count, len(t.ring))
 	// The last contourSlopeFrames frames, oldest first.
-	last := t.scratch[:0]
+	last := t.last[:0]
 	first := max(0, n-contourSlopeFrames)
 	for i := first; i < n; i++ {
 		last = append(last, t.ring[(t.next-n+i+len(t.ring))%len(t.ring)])
 	}
-	voiced := make([]float32, 0, len(last))
+	voiced := t.sorted[:0]
 	for _, v := range last {
 		if !math.IsNaN(float64(v)) {
 			voiced = append(voiced, v)
@@ -117,7 +121,7 @@ func (t *Intonation) Ending() Contour {
 	if c.Voiced < 3 {
 		return c
 	}
-	med := median(append([]float32(nil), voiced...))
+	med := median(voiced)
 	// Least squares over the voiced frames near the median.
 	var sx, sy, sxx, sxy, m float64
 	for i, v := range last {
@@ -130,7 +134,7 @@ func (t *Intonation) Ending() Contour {
 	if den := m*sxx - sx*sx; m >= 3 && den > 0 {
 		c.Slope = (m*sxy - sx*sy) / den
 	}
-	end := make([]float32, 0, contourEndFrames)
+	end := t.end[:0]
 	for i := max(0, len(last)-contourEndFrames); i < len(last); i++ {
 		if v := last[i]; !math.IsNaN(float64(v)) && math.Abs(float64(v-med)) <= octaveJumpSt {
 			end = append(end, v)

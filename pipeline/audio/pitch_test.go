@@ -126,3 +126,15 @@ func BenchmarkPitch(b *testing.B) {
 		p.Process(pcm[k*320 : (k+1)*320])
 	}
 }
+
+// Audio-in takes the ending at every pause: it must not allocate.
+func TestIntonationEndingAllocs(t *testing.T) {
+	in, _ := NewIntonation(16000, 320)
+	pcm := voice(320*60, 150, 100)
+	for i := 0; i+320 <= len(pcm); i += 320 {
+		in.Speech(pcm[i : i+320])
+	}
+	if n := testing.AllocsPerRun(20, func() { in.Speech(pcm[:320]); _ = in.Ending() }); n != 0 {
+		t.Errorf("Speech and Ending allocate %v times", n)
+	}
+}
