@@ -88,15 +88,15 @@ func TestEOUPolicyMeasuredPauses(t *testing.T) {
 	if len(exs) != 3 || exs[0].pauseMs != 120 || exs[1].pauseMs != 300 || !math.IsNaN(exs[2].pauseMs) || !exs[2].complete {
 		t.Fatalf("read %+v", exs)
 	}
-	c := endturn.DefaultConfig() // min 160 ms: a confident partial waits 160
+	c := endturn.DefaultConfig() // min 200 ms: a confident partial waits 200
 	// Both partials read complete (score 0.9): the 300 ms pause outlasts the
-	// 160 ms wait, the 120 ms one does not.
+	// 200 ms wait, the 120 ms one does not.
 	p := eouPolicyOf(c, []float64{0.9}, []float64{0.9, 0.9}, []float64{120, 300}, false)
 	if p.CutOffRate != 0.5 {
 		t.Errorf("cut-off rate %v, want 0.5 (the 300 ms pause only)", p.CutOffRate)
 	}
 	// Without a measured pause the uniform 300-1200 ms assumption holds:
-	// every such pause outlasts 160 ms.
+	// every such pause outlasts 200 ms.
 	if p := eouPolicyOf(c, []float64{0.9}, []float64{0.9}, []float64{math.NaN()}, false); p.CutOffRate != 1 {
 		t.Errorf("cut-off rate %v, want 1", p.CutOffRate)
 	}

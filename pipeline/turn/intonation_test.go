@@ -28,7 +28,9 @@ func TestIntonationCue(t *testing.T) {
 			t.Errorf("%s: cue %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if got := DefaultConfig().IntonationCue(audio.Contour{Voiced: 10, Range: 0, Slope: -20}); got != 0 {
+	off := DefaultConfig()
+	off.IntonationYield, off.IntonationHold = 0, 0
+	if got := off.IntonationCue(audio.Contour{Voiced: 10, Range: 0, Slope: -20}); got != 0 {
 		t.Errorf("text only (both weights 0): cue %v", got)
 	}
 }
