@@ -143,7 +143,7 @@ func (a *audioIn) semantic(w *endWait, c endturn.Config) {
 
 // listen follows the intonation of the utterance's speech frames and, at
 // the first silent frame of a pause, takes the cue of how it ended. About
-// 20 µs per speech frame, allocation-free.
+// 13 µs per speech frame here (BenchmarkAudioInFrame), allocation-free.
 func (a *audioIn) listen(frame []int16) {
 	switch a.vad.SilenceFrames() {
 	case 0:
