@@ -141,20 +141,6 @@ func (a *audioIn) semantic(w *endWait, c endturn.Config) {
 	}
 }
 
-// listen follows the intonation of the utterance's speech frames and, at
-// the first silent frame of a pause, takes the cue of how it ended. About
-// 13 µs per speech frame here (BenchmarkAudioInFrame), allocation-free.
-func (a *audioIn) listen(frame []int16) {
-	switch a.vad.SilenceFrames() {
-	case 0:
-		a.into.Speech(frame)
-	case 1:
-		a.contour = a.into.Ending()
-		a.cue = a.turnCfg.IntonationCue(a.contour)
-		a.into.Gap()
-	}
-}
-
 // endScore is the utterance's end-of-utterance score with the current
 // pause's intonation cue; ok is false before any partial was scored.
 func (a *audioIn) endScore() (score float64, ok bool) {
@@ -255,7 +241,10 @@ func (a *audioIn) onFrame(frame []int16) {
 		a.speechFrames++
 		a.forward(frame)
 		if a.into != nil {
-			a.listen(frame)
+			// 13 µs per speech frame here (BenchmarkAudioInFrame), allocation-free.
+			if c, ended := a.into.Listen(frame, a.vad.SilenceFrames()); ended {
+				a.contour, a.cue = c, a.turnCfg.IntonationCue(c)
+			}
 		}
 		a.checkBargeIn()
 		if a.maxTurnFrames > 0 && a.speechFrames >= a.maxTurnFrames {

@@ -296,12 +296,8 @@ func (t *pauseTracker) speech(frame []int16, silentFrames int) {
 	if t == nil {
 		return
 	}
-	switch silentFrames {
-	case 0:
-		t.into.Speech(frame)
-	case 1:
-		t.contour = t.into.Ending()
-		t.into.Gap()
+	if c, ended := t.into.Listen(frame, silentFrames); ended {
+		t.contour = c
 	}
 }
 

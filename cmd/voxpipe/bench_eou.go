@@ -256,7 +256,7 @@ func readEOUSet(path string) ([]eouExample, error) {
 				"then three tabbed intonation columns", path, line)
 		}
 		e := eouExample{complete: cols[0] == "1", text: strings.TrimSpace(cols[1]), pauseMs: math.NaN(),
-			contour: audio.Contour{Range: math.NaN(), EndSt: math.NaN()}}
+			contour: audio.Contour{Range: math.NaN()}}
 		num := func(i int, what string, lo float64) (float64, error) {
 			v := strings.TrimSpace(cols[i])
 			if v == "-" {

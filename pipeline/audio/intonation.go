@@ -14,8 +14,8 @@ import (
 // the strongest turn-holding cue found in dialogue corpora).
 type Intonation struct {
 	pitch *Pitch
-	// The last intonationFrames speech frames, oldest first once full:
-	// semitones over pitchRefHz, NaN where unvoiced.
+	// The last contourSlopeFrames speech frames: semitones over
+	// pitchRefHz, NaN where unvoiced.
 	ring  []float32
 	next  int
 	count int
@@ -28,8 +28,6 @@ type Intonation struct {
 }
 
 const (
-	// intonationFrames of speech are kept: 600 ms at 20 ms frames.
-	intonationFrames = 30
 	// contourEndFrames: the ending is the median of the last voiced
 	// frames within this many (100 ms).
 	contourEndFrames = 5
@@ -58,7 +56,7 @@ func NewIntonation(rate, frameSamples int) (*Intonation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Intonation{pitch: p, ring: make([]float32, intonationFrames),
+	return &Intonation{pitch: p, ring: make([]float32, contourSlopeFrames),
 		last: make([]float32, 0, contourSlopeFrames), sorted: make([]float32, 0, contourSlopeFrames),
 		end: make([]float32, 0, contourSlopeFrames)}, nil
 }
@@ -85,17 +83,31 @@ func (t *Intonation) Speech(frame []int16) {
 // frame is not continuous with the last.
 func (t *Intonation) Gap() { t.pitch.Reset() }
 
+// Listen follows a frame inside an utterance, given the VAD's count of
+// silent frames up to it: speech is analysed, and the first silent frame
+// of a pause returns the ending of the speech before it (ended true).
+func (t *Intonation) Listen(frame []int16, silentFrames int) (c Contour, ended bool) {
+	switch silentFrames {
+	case 0:
+		t.Speech(frame)
+	case 1:
+		c = t.Ending()
+		t.Gap()
+		return c, true
+	}
+	return c, false
+}
+
 // Contour describes the end of the speech so far.
 type Contour struct {
 	// Voiced frames among the last contourSlopeFrames; the rest is
 	// meaningless when it is under 3.
 	Voiced int
-	// EndSt is the ending's pitch in semitones over the speaker's median;
-	// Range is where it lies in the speaker's 10th-90th percentile range
-	// (0 = the bottom, 1 = the top). Both are NaN until the tracker has
-	// heard enough of the speaker (rangeMinFrames voiced frames spanning
-	// rangeMinSt).
-	EndSt, Range float64
+	// Range is where the ending's pitch lies in the speaker's 10th-90th
+	// percentile range (0 = the bottom, 1 = the top); NaN until the
+	// tracker has heard enough of the speaker (rangeMinFrames voiced
+	// frames spanning rangeMinSt).
+	Range float64
 	// Slope is the pitch's direction over the last voiced 300 ms, in
 	// semitones per second.
 	Slope float64
@@ -103,12 +115,11 @@ type Contour struct {
 
 // Ending returns the contour of the last speech frames.
 func (t *Intonation) Ending() Contour {
-	c := Contour{EndSt: math.NaN(), Range: math.NaN()}
+	c := Contour{Range: math.NaN()}
 	n := min(t.count, len(t.ring))
-	// The last contourSlopeFrames frames, oldest first.
+	// The ring's frames, oldest first.
 	last := t.last[:0]
-	first := max(0, n-contourSlopeFrames)
-	for i := first; i < n; i++ {
+	for i := range n {
 		last = append(last, t.ring[(t.next-n+i+len(t.ring))%len(t.ring)])
 	}
 	voiced := t.sorted[:0]
@@ -152,9 +163,8 @@ func (t *Intonation) Ending() Contour {
 		return c
 	}
 	e := float64(median(end))
-	p10, p50, p90 := t.percentile(0.1), t.percentile(0.5), t.percentile(0.9)
+	p10, p90 := t.percentile(0.1), t.percentile(0.9)
 	if t.histSum >= rangeMinFrames && p90-p10 >= rangeMinSt {
-		c.EndSt = e - p50
 		c.Range = (e - p10) / (p90 - p10)
 	}
 	return c
