@@ -49,11 +49,10 @@ func TestReadEOUSetErrors(t *testing.T) {
 	}
 }
 
-// The intonation columns of bench asr --pauses, "-" where not known, and
-// the cue they give under the configured weights.
-func TestReadEOUSetIntonation(t *testing.T) {
+// readEOUText reads a labelled set written to a file from body.
+func readEOUText(t *testing.T, body string) []eouExample {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "pauses.tsv")
-	body := "0\tplease press\t120\t0.900\t25.0\t12\n1\tplease try again\t-\t0.050\t-30.0\t9\n1\thello\t-\t-\t0.0\t2\n"
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +60,13 @@ func TestReadEOUSetIntonation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return exs
+}
+
+// The intonation columns of bench asr --pauses, "-" where not known, and
+// the cue they give under the configured weights.
+func TestReadEOUSetIntonation(t *testing.T) {
+	exs := readEOUText(t, "0\tplease press\t120\t0.900\t25.0\t12\n1\tplease try again\t-\t0.050\t-30.0\t9\n1\thello\t-\t-\t0.0\t2\n")
 	c := endturn.DefaultConfig()
 	c.IntonationYield, c.IntonationHold = 1, 1
 	var cues []float64
@@ -76,15 +82,7 @@ func TestReadEOUSetIntonation(t *testing.T) {
 // A set from real speech (bench asr --pauses) carries each cut-off's pause:
 // a policy cuts exactly the pauses longer than its wait.
 func TestEOUPolicyMeasuredPauses(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "pauses.tsv")
-	body := "# from bench asr --pauses\n0\tplease press one\t120\n0\tto mute yourself\t300\n1\tplease try again\n"
-	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	exs, err := readEOUSet(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	exs := readEOUText(t, "# from bench asr --pauses\n0\tplease press one\t120\n0\tto mute yourself\t300\n1\tplease try again\n")
 	if len(exs) != 3 || exs[0].pauseMs != 120 || exs[1].pauseMs != 300 || !math.IsNaN(exs[2].pauseMs) || !exs[2].complete {
 		t.Fatalf("read %+v", exs)
 	}
