@@ -23,6 +23,14 @@ type Intonation struct {
 	// decaying, in bins of histBinSt semitones from 0.
 	hist    [histBins]float32
 	histSum float32
+	// A recalled profile (Recall) is used once the session's own voiced
+	// frames show the same speaker: until then checking is set and own
+	// holds those frames alone; lo and hi are the profile's 10th and 90th
+	// percentiles.
+	checking bool
+	own      [histBins]float32
+	ownSum   float32
+	lo, hi   float64
 	// Ending's buffers, so that it allocates nothing.
 	last, sorted, end []float32
 }
@@ -48,6 +56,14 @@ const (
 	// range only because pitch declines through an utterance.
 	rangeMinFrames = 50
 	rangeMinSt     = 2
+	// A recalled profile is checked against the session's first
+	// speakerCheckFrames voiced frames (0.4 s): their median must lie
+	// within speakerMarginSt of the profile's 10th-90th percentile range,
+	// or the profile is another speaker's and is dropped. Registers of
+	// men, women and children lie 5-12 semitones apart; one person's
+	// median moves 1-2 semitones between sessions.
+	speakerCheckFrames = 20
+	speakerMarginSt    = 2.5
 )
 
 // NewIntonation returns a tracker for 20 ms frames at rate Hz.
@@ -67,16 +83,72 @@ func (t *Intonation) Speech(frame []int16) {
 	if hz := t.pitch.Process(frame); hz > 0 {
 		st = float32(12 * math.Log2(hz/pitchRefHz))
 		if b := int(st / histBinSt); b >= 0 && b < histBins {
-			for i := range t.hist {
-				t.hist[i] *= histDecay
+			addDecayed(&t.hist, &t.histSum, b)
+			if t.checking {
+				addDecayed(&t.own, &t.ownSum, b)
+				if t.ownSum >= speakerCheckFrames {
+					t.checkSpeaker()
+				}
 			}
-			t.histSum = t.histSum*histDecay + 1
-			t.hist[b]++
 		}
 	}
 	t.ring[t.next] = st
 	t.next = (t.next + 1) % len(t.ring)
 	t.count++
+}
+
+// addDecayed counts a voiced frame in bin b of a decaying histogram.
+func addDecayed(h *[histBins]float32, sum *float32, b int) {
+	for i := range h {
+		h[i] *= histDecay
+	}
+	*sum = *sum*histDecay + 1
+	h[b]++
+}
+
+// PitchProfile is what a tracker has learnt of its speaker's pitch
+// (Intonation.Profile), for a later session of the same device to start
+// from (Intonation.Recall). A value: copying it copies the profile.
+type PitchProfile struct {
+	hist [histBins]float32
+	sum  float32
+}
+
+// Known reports whether the profile holds enough voiced speech to place a
+// pitch in the speaker's range.
+func (p PitchProfile) Known() bool { return p.sum >= rangeMinFrames }
+
+// Profile returns the speaker's pitch as heard so far (a recalled profile
+// included once this session's speech matched it).
+func (t *Intonation) Profile() PitchProfile {
+	if t.checking {
+		return PitchProfile{t.own, t.ownSum}
+	}
+	return PitchProfile{t.hist, t.histSum}
+}
+
+// Recall starts the tracker from a profile an earlier session learnt, so
+// that the first pause of this one can be placed in the speaker's range
+// (on its own the tracker needs 1 s of voiced speech first). The profile
+// is used once the session's first 0.4 s of voiced speech lie in its range,
+// and dropped if they do not (another person at the same device). Call it
+// before the first frame; an unknown profile is ignored.
+func (t *Intonation) Recall(p PitchProfile) {
+	if !p.Known() || t.count > 0 {
+		return
+	}
+	t.hist, t.histSum = p.hist, p.sum
+	t.lo, t.hi = percentile(&p.hist, p.sum, 0.1), percentile(&p.hist, p.sum, 0.9)
+	t.checking = true
+}
+
+// checkSpeaker keeps the recalled profile if the session's own voiced
+// frames lie in its range, and drops it otherwise.
+func (t *Intonation) checkSpeaker() {
+	t.checking = false
+	if med := percentile(&t.own, t.ownSum, 0.5); med < t.lo-speakerMarginSt || med > t.hi+speakerMarginSt {
+		t.hist, t.histSum = t.own, t.ownSum
+	}
 }
 
 // Gap tells the tracker that audio went by that was not speech: the next
@@ -163,18 +235,21 @@ func (t *Intonation) Ending() Contour {
 		return c
 	}
 	e := float64(median(end))
-	p10, p90 := t.percentile(0.1), t.percentile(0.9)
+	if t.checking {
+		return c // not yet known to be the recalled profile's speaker
+	}
+	p10, p90 := percentile(&t.hist, t.histSum, 0.1), percentile(&t.hist, t.histSum, 0.9)
 	if t.histSum >= rangeMinFrames && p90-p10 >= rangeMinSt {
 		c.Range = (e - p10) / (p90 - p10)
 	}
 	return c
 }
 
-// percentile of the speaker's voiced pitch, in semitones.
-func (t *Intonation) percentile(q float32) float64 {
-	target := q * t.histSum
+// percentile q of a pitch histogram with total weight sum, in semitones.
+func percentile(h *[histBins]float32, sum, q float32) float64 {
+	target := q * sum
 	var acc float32
-	for i, w := range t.hist {
+	for i, w := range h {
 		if acc+w >= target {
 			frac := float64(0)
 			if w > 0 {

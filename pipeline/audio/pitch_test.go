@@ -138,3 +138,66 @@ func TestIntonationEndingAllocs(t *testing.T) {
 		t.Errorf("Speech and Ending allocate %v times", n)
 	}
 }
+
+// speak feeds pcm to a tracker as one phrase of speech.
+func speak(in *Intonation, pcm []int16) {
+	for i := 0; i+320 <= len(pcm); i += 320 {
+		in.Speech(pcm[i : i+320])
+	}
+}
+
+// A device's next session starts from the profile its last one learnt: its
+// first phrase, too short to show the range on its own, is placed in it;
+// another speaker's voice (a child after a man) drops the profile.
+func TestIntonationRecall(t *testing.T) {
+	learnt, _ := NewIntonation(16000, 320)
+	for _, seg := range [][2]float64{{120, 160}, {160, 110}, {100, 140}, {150, 100}} {
+		speak(learnt, voice(320*25, seg[0], seg[1]))
+		learnt.Gap()
+	}
+	p := learnt.Profile()
+	if !p.Known() {
+		t.Fatal("2 s of voiced speech: the profile should be known")
+	}
+	// 0.6 s: the first phrase of a session, ending in a fall to the bottom.
+	phrase := append(voice(320*15, 140, 130), voice(320*15, 130, 95)...)
+
+	alone, _ := NewIntonation(16000, 320)
+	speak(alone, phrase)
+	if c := alone.Ending(); !math.IsNaN(c.Range) {
+		t.Errorf("first phrase without a profile: %+v, want no place in the range", c)
+	}
+
+	same, _ := NewIntonation(16000, 320)
+	same.Recall(p)
+	speak(same, phrase)
+	if c := same.Ending(); !(c.Range <= 0.2) {
+		t.Errorf("first phrase with the speaker's profile: %+v, want the bottom of the range", c)
+	}
+
+	// Until 0.4 s of voice have matched the profile it is not used.
+	early, _ := NewIntonation(16000, 320)
+	early.Recall(p)
+	speak(early, voice(320*8, 130, 95))
+	if c := early.Ending(); !math.IsNaN(c.Range) {
+		t.Errorf("a 160 ms first word with a profile: %+v, want no place in the range yet", c)
+	}
+
+	other, _ := NewIntonation(16000, 320)
+	other.Recall(p)
+	speak(other, append(voice(320*15, 300, 280), voice(320*15, 280, 240)...))
+	if c := other.Ending(); !math.IsNaN(c.Range) {
+		t.Errorf("another speaker's first phrase: %+v, want the profile dropped", c)
+	}
+	if got := other.Profile(); got.Known() {
+		t.Errorf("another speaker's 0.6 s: profile %v frames, want the recalled one dropped", got.sum)
+	}
+
+	var unknown PitchProfile
+	fresh, _ := NewIntonation(16000, 320)
+	fresh.Recall(unknown)
+	speak(fresh, phrase)
+	if c := fresh.Ending(); !math.IsNaN(c.Range) {
+		t.Errorf("an unknown profile recalled: %+v, want it ignored", c)
+	}
+}
