@@ -69,10 +69,12 @@ type audioIn struct {
 	// The intonation before a pause (Turn.IntonationCue): nil when the
 	// policy does not listen to it. cue is the current pause's, in
 	// log-odds added to the text's score.
-	into    *audio.Intonation
-	turnCfg endturn.Config
-	contour audio.Contour
-	cue     float64
+	into *audio.Intonation
+	// speakers gets the speaker's pitch profile when run ends (recallSpeaker).
+	speakers *SpeakerMemory
+	turnCfg  endturn.Config
+	contour  audio.Contour
+	cue      float64
 
 	// Per utterance.
 	uttSeq       int
@@ -141,6 +143,19 @@ func (a *audioIn) semantic(w *endWait, c endturn.Config) {
 	}
 }
 
+// recallSpeaker starts the intonation tracker from what mem remembers of
+// device's speaker, and has run leave the session's profile there.
+func (a *audioIn) recallSpeaker(mem *SpeakerMemory, device string) {
+	if a.into == nil || mem == nil || device == "" {
+		return
+	}
+	a.speakers = mem
+	if p, ok := mem.Recall(device); ok {
+		a.into.Recall(p)
+		a.log.Debug().Str("device", device).Msg("starting from the speaker's pitch range remembered for the device")
+	}
+}
+
 // endScore is the utterance's end-of-utterance score with the current
 // pause's intonation cue; ok is false before any partial was scored.
 func (a *audioIn) endScore() (score float64, ok bool) {
@@ -162,6 +177,9 @@ func (a *audioIn) String() string {
 func (a *audioIn) run(ctx context.Context, in <-chan Input, toASR chan<- asrCmd, toHub chan<- inputEvent) error {
 	defer close(toASR)
 	defer close(toHub)
+	if a.speakers != nil {
+		defer func() { a.speakers.Remember(a.cfg.Device, a.into.Profile()) }()
+	}
 	a.ctx, a.toASR, a.toHub = ctx, toASR, toHub
 	a.log.Debug().Stringer("chain", a).Msg("audio in")
 	for {

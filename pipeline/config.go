@@ -36,6 +36,10 @@ type Backends struct {
 	// first chunks be synthesised before other answers' later chunks
 	// (ttsgate.go); nil: each session synthesises its chunks as they come.
 	TTSGate *TTSGate
+	// Speakers remembers each device's speaker (pitch range) from one
+	// session to the next (speakers.go); nil: every session starts knowing
+	// nothing of its speaker.
+	Speakers *SpeakerMemory
 }
 
 // Config tunes one session.
@@ -104,6 +108,12 @@ type Config struct {
 	// said so far is recognised and answered, and the client gets an error
 	// event with CodeTurnLimit. 0 = no limit.
 	MaxTurn time.Duration
+
+	// Device identifies the client device (xiaozhi's Device-Id, /ws start's
+	// device), at most MaxDeviceIDBytes: a session starts from what
+	// Backends.Speakers remembers of the person heard at it and leaves
+	// what it heard. "" = a device of its own.
+	Device string
 }
 
 // EarlyStart says whether a session prefills on stable partials.
@@ -203,6 +213,8 @@ func (cfg Config) validate(be Backends) (Config, error) {
 		return cfg, fmt.Errorf("%w: negative max turn %v", ErrConfig, cfg.MaxTurn)
 	case cfg.EarlyStartStableMs < 0:
 		return cfg, fmt.Errorf("%w: negative early start stability %d ms", ErrConfig, cfg.EarlyStartStableMs)
+	case len(cfg.Device) > MaxDeviceIDBytes:
+		return cfg, fmt.Errorf("%w: device id of %d bytes (at most %d)", ErrConfig, len(cfg.Device), MaxDeviceIDBytes)
 	}
 	if _, err := cfg.EarlyStart.Prefiller(be.LLM); err != nil {
 		return cfg, err

@@ -83,6 +83,7 @@ func NewSession(id string, cfg Config, be Backends, obs Observer, log zerolog.Lo
 	}
 	if cfg.Turn.Mode == endturn.ModeSemantic {
 		s.ain.semantic(&s.endWait, cfg.Turn)
+		s.ain.recallSpeaker(be.Speakers, cfg.Device)
 	}
 	if s.fwd, err = newTTSForwarder(be.TTS.SampleRate(), cfg.OutputRate, stageLog("tts")); err != nil {
 		return nil, err
