@@ -121,6 +121,7 @@ type rtcSession struct {
 	log zerolog.Logger
 	// sessLog is log without the id, for pipeline.NewSession (which adds it).
 	sessLog zerolog.Logger
+	device  string // the offer's device id (pipeline.Config.Device)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -171,6 +172,16 @@ func (s *Server) serveRTCOffer(w http.ResponseWriter, r *http.Request) {
 	if err == nil && (offer.Type != webrtc.SDPTypeOffer || offer.SDP == "") {
 		err = errors.New(`want {"type":"offer","sdp":"..."}`)
 	}
+	// The offer may name the client's device (docs/protocol.md).
+	var extra struct {
+		Device string `json:"device"`
+	}
+	if err == nil {
+		_ = json.Unmarshal(body, &extra) // the same object, already parsed once
+		if len(extra.Device) > pipeline.MaxDeviceIDBytes {
+			err = fmt.Errorf("device id of %d bytes (at most %d)", len(extra.Device), pipeline.MaxDeviceIDBytes)
+		}
+	}
 	if err != nil {
 		s.metrics.sessionRejected(reasonUpgrade)
 		writeJSONError(w, http.StatusBadRequest, pipeline.CodeBadMessage, "rtc offer: "+err.Error())
@@ -180,7 +191,7 @@ func (s *Server) serveRTCOffer(w http.ResponseWriter, r *http.Request) {
 		s.rejectBusy(w, reason)
 		return
 	}
-	rs, answer, err := s.newRTCSession(r, offer)
+	rs, answer, err := s.newRTCSession(r, offer, extra.Device)
 	if err != nil {
 		s.release()
 		s.metrics.sessionRejected(reasonUpgrade)
@@ -198,7 +209,7 @@ func (s *Server) serveRTCOffer(w http.ResponseWriter, r *http.Request) {
 
 // newRTCSession negotiates: it returns the session (not yet serving) and
 // the answer with every ICE candidate gathered.
-func (s *Server) newRTCSession(r *http.Request, offer webrtc.SessionDescription) (*rtcSession, *webrtc.SessionDescription, error) {
+func (s *Server) newRTCSession(r *http.Request, offer webrtc.SessionDescription, device string) (*rtcSession, *webrtc.SessionDescription, error) {
 	pc, err := s.rtcAPI.NewPeerConnection(webrtc.Configuration{ICEServers: s.cfg.RTC.iceServers()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("rtc: peer connection: %w", err)
@@ -211,6 +222,7 @@ func (s *Server) newRTCSession(r *http.Request, offer webrtc.SessionDescription)
 		id:      id,
 		log:     log.With().Str("session", id).Logger(),
 		sessLog: log,
+		device:  device,
 		in:      make(chan pipeline.Input, inputQueue),
 		out:     make(chan pipeline.Output),
 		runErr:  make(chan error, 1),
@@ -286,6 +298,7 @@ func (rs *rtcSession) serve() {
 
 	cfg := rs.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = rtcRate, rtcRate
+	cfg.Device = rs.device
 	sess, p := voice.Start(rs.id, cfg, rs.srv.backends, rs.srv.metrics.ForSession(rs.id, rs.srv.observer(transportWebRTC, rs.id, "")), rs.sessLog)
 	if p != nil {
 		rs.log.Error().Str("code", p.Code).Str("reason", p.Message).Msg("rtc session")

@@ -480,7 +480,8 @@ func TestRTCBusy(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || ev.Code != pipeline.CodeBusy || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("full server answered HTTP %d %+v (Retry-After %q), want 503 busy", resp.StatusCode, ev, resp.Header.Get("Retry-After"))
 	}
-	for _, bad := range []string{`not json`, `{"type":"answer","sdp":"v=0"}`, `{"type":"offer","sdp":""}`} {
+	for _, bad := range []string{`not json`, `{"type":"answer","sdp":"v=0"}`, `{"type":"offer","sdp":""}`,
+		`{"type":"offer","sdp":"v=0","device":"` + strings.Repeat("d", pipeline.MaxDeviceIDBytes+1) + `"}`} {
 		resp, err := http.Post(ts.http.URL+"/rtc/offer", "application/json", strings.NewReader(bad))
 		if err != nil {
 			t.Fatal(err)

@@ -115,6 +115,7 @@ func TestBadInput(t *testing.T) {
 		{"opus at 44.1k", false, text(`{"type":"start","sample_rate":44100,"encoding":"opus"}`), pipeline.CodeBadFormat},
 		{"opus output 22.05k", false, text(`{"type":"start","sample_rate":16000,"output_sample_rate":22050,"encoding":"opus"}`), pipeline.CodeBadFormat},
 		{"unknown encoding", false, text(`{"type":"start","sample_rate":16000,"encoding":"mp3"}`), pipeline.CodeBadFormat},
+		{"device id too long", false, text(`{"type":"start","sample_rate":16000,"device":"` + strings.Repeat("d", pipeline.MaxDeviceIDBytes+1) + `"}`), pipeline.CodeBadFormat},
 		{"start twice", true, text(`{"type":"start","sample_rate":16000}`), pipeline.CodeBadMessage},
 	}
 	for _, tc := range cases {

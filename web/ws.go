@@ -289,6 +289,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	}
 	cfg := c.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = msg.SampleRate, outRate
+	cfg.Device = msg.Device
 	log := c.sessLog.With().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Logger()
 	sess, p := voice.Start(c.id, cfg, c.srv.backends, c.srv.metrics.ForSession(c.id, c.srv.observer(transportWS, c.id, "")), log)
 	if p != nil {
@@ -318,7 +319,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	c.extendDeadline() // the start deadline no longer applies
 	c.rules.AcceptStart()
 	c.rules.Running()
-	c.log.Info().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Str("encoding", encoding).Int("input_rate", msg.SampleRate).Int("output_rate", outRate).Bool("resumed", resumed != nil).Msg("session started")
+	c.log.Info().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Str("encoding", encoding).Int("input_rate", msg.SampleRate).Int("output_rate", outRate).Str("device", msg.Device).Bool("resumed", resumed != nil).Msg("session started")
 	// ready goes through ctrl before the session can produce anything, and
 	// the writer drains ctrl first, so it is the first event the client
 	// sees; a resumed session's turn_cut reports follow it.
@@ -367,6 +368,9 @@ func mergeStart(msg, was voice.Message) voice.Message {
 	}
 	if msg.Client == (voice.ClientInfo{}) {
 		msg.Client = was.Client
+	}
+	if msg.Device == "" {
+		msg.Device = was.Device
 	}
 	msg.Resume = ""
 	return msg

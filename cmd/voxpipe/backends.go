@@ -120,8 +120,19 @@ func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io
 			return fail(fmt.Errorf("pipeline.turn.model (%s): %w", c.Origin("pipeline.turn.model"), err))
 		}
 		be.EOU, closers = eou, append(closers, eou)
+		be.Speakers = speakerMemory(c)
 	}
 	return be, closers, nil
+}
+
+// speakerMemory is the memory of speakers c's sessions share: nil when the
+// end of turn does not listen to intonation, or remembers nobody.
+func speakerMemory(c *config.Config) *pipeline.SpeakerMemory {
+	t := c.Pipeline.Turn
+	if t.Mode != string(endturn.ModeSemantic) || t.IntonationYield == 0 && t.IntonationHold == 0 {
+		return nil
+	}
+	return pipeline.NewSpeakerMemory(t.RememberSpeakers, t.RememberFor)
 }
 
 func closeAll(closers []io.Closer) error {

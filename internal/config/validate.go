@@ -61,6 +61,8 @@ func (c *Config) Validate() error {
 		v.intRange("pipeline.turn.doubt_ms", p.Turn.DoubtMs, 0, 10000)
 		v.floatRange("pipeline.turn.intonation_yield", p.Turn.IntonationYield, 0, 5)
 		v.floatRange("pipeline.turn.intonation_hold", p.Turn.IntonationHold, 0, 5)
+		v.intRange("pipeline.turn.remember_speakers", p.Turn.RememberSpeakers, 0, 1000000)
+		v.durRange("pipeline.turn.remember_for", p.Turn.RememberFor, 0, 30*24*time.Hour)
 		v.intRange("pipeline.turn.threads", p.Turn.Threads, 1, 64)
 		v.floatRange("pipeline.turn.pause_final", p.Turn.PauseFinal, 0, 1)
 		v.intRange("pipeline.turn.pause_final_ms", p.Turn.PauseFinalMs, 0, 10000)

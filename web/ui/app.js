@@ -192,7 +192,7 @@ class RtcTransport {
     await iceGathered(pc, 3000);
     const resp = await fetch("/rtc/offer", {
       method: "POST", headers: authHeaders({ "Content-Type": "application/json" }),
-      body: JSON.stringify(pc.localDescription),
+      body: JSON.stringify({ type: pc.localDescription.type, sdp: pc.localDescription.sdp, device: deviceId() }),
     });
     if (resp.status === 503) throw new BusyError(await errorText(resp));
     if (!resp.ok) throw new Error(`offer refused: HTTP ${resp.status} ${await errorText(resp)}`);
@@ -269,6 +269,23 @@ class RtcTransport {
 // A session token (POST /auth/token, docs/security.md) the embedding page
 // passed as ?token=, for a server with API keys.
 const pageToken = new URLSearchParams(location.search).get("token");
+// deviceId is a random id this browser keeps (localStorage), sent as the
+// session's device: the server then remembers the speaker's pitch range from
+// one session to the next, and reads the intonation of a first turn too.
+function deviceId() {
+  try {
+    let id = localStorage.getItem("voxpipe-device");
+    if (!id) {
+      const rnd = crypto.getRandomValues(new Uint8Array(12));
+      id = "web-" + Array.from(rnd, (b) => b.toString(16).padStart(2, "0")).join("");
+      localStorage.setItem("voxpipe-device", id);
+    }
+    return id;
+  } catch {
+    return ""; // storage off (private mode): a device of its own each session
+  }
+}
+
 function authHeaders(h = {}) { return pageToken ? { ...h, Authorization: `Bearer ${pageToken}` } : h; }
 
 // The server's STUN/TURN servers (none: host candidates only).
@@ -317,7 +334,7 @@ class WsTransport {
     };
     ws.onclose = () => { if (!this.closed) { this.closed = true; this.teardown(); connectionLost("WebSocket closed"); } };
     this.send({ type: "start", sample_rate: this.rate, output_sample_rate: this.rate, encoding: "pcm16",
-      client: { name: "voxpipe-web", version: "1" } });
+      client: { name: "voxpipe-web", version: "1" }, device: deviceId() });
 
     const url2 = URL.createObjectURL(new Blob([CAPTURE_WORKLET], { type: "text/javascript" }));
     await ctx.audioWorklet.addModule(url2);

@@ -259,6 +259,7 @@ func (c *conn) hello(m deviceMessage) {
 	}
 	cfg := c.h.host.Pipeline
 	cfg.InputRate, cfg.OutputRate = uplinkRate, c.h.cfg.OutputRate
+	cfg.Device = c.info.DeviceID
 	obs := c.h.host.Observer
 	if f := c.h.host.SessionObserver; f != nil {
 		obs = f(c.info)

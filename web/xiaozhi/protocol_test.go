@@ -155,6 +155,7 @@ func TestWebSocketRefusals(t *testing.T) {
 		says   string
 	}{
 		{"no device id", http.Header{"Authorization": {"Bearer s3cret"}}, "", 400, "Device-Id"},
+		{"device id too long", http.Header{"Device-Id": {strings.Repeat("a", pipeline.MaxDeviceIDBytes+1)}, "Authorization": {"Bearer s3cret"}}, "", 400, "at most"},
 		{"no token", http.Header{"Device-Id": {"24:0a:c4:12:34:56"}}, "", 401, "Authorization"},
 		{"wrong token", http.Header{"Device-Id": {"24:0a:c4:12:34:56"}, "Authorization": {"Bearer nope"}}, "", 401, "Authorization"},
 		{"not allowed", http.Header{"Device-Id": {"11:22:33:44:55:66"}, "Authorization": {"Bearer s3cret"}}, "", 403, "allow list"},

@@ -27,6 +27,10 @@ type Message struct {
 	Encoding         string     `json:"encoding"`
 	OutputSampleRate int        `json:"output_sample_rate"`
 	Client           ClientInfo `json:"client"`
+	// Device is an id the client keeps for its device (at most
+	// pipeline.MaxDeviceIDBytes): the server remembers the speaker heard at
+	// it from one session to the next (pipeline.SpeakerMemory).
+	Device string `json:"device"`
 	// Resume, when set, is the session_token of a dropped session to
 	// continue (docs/protocol.md).
 	Resume string `json:"resume"`
@@ -97,6 +101,9 @@ func (r *Rules) Parse(data []byte) (msg Message, ev *pipeline.ClientEvent, start
 // ValidateStart checks a start message's audio format; it returns the
 // encoding and the output rate, or a bad_format problem.
 func ValidateStart(msg Message) (encoding string, outRate int, p *Problem) {
+	if len(msg.Device) > pipeline.MaxDeviceIDBytes {
+		return "", 0, problem(pipeline.CodeBadFormat, "device id of %d bytes (at most %d)", len(msg.Device), pipeline.MaxDeviceIDBytes)
+	}
 	encoding = msg.Encoding
 	if encoding == "" {
 		encoding = EncodingPCM16
