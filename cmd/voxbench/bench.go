@@ -21,6 +21,7 @@ type sessionPlan struct {
 	pause       time.Duration
 	bargeIn     time.Duration // > 0: the next question starts this long after the answer's first audio
 	turnTimeout time.Duration
+	device      string // the start message's device id; "" = none
 	// clock paces the microphone: a frame per tick at phase (frameClock;
 	// nil: a ticker of the session's own).
 	clock *frameClock
@@ -80,6 +81,9 @@ func (b *bench) plan(i int, deadline time.Time, clock *frameClock) sessionPlan {
 		clock: clock, phase: phaseOf(time.Duration(i) * b.o.stagger)}
 	if b.o.duration > 0 {
 		p.turns, p.deadline = 0, deadline.Add(time.Duration(i)*b.o.stagger)
+	}
+	if b.o.devices {
+		p.device = fmt.Sprintf("voxbench-%d", i)
 	}
 	return p
 }

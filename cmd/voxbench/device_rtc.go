@@ -144,7 +144,7 @@ func (d *rtcDevice) session(ctx context.Context, p sessionPlan, report func(turn
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	answer, err := d.postOffer(ctx, *pc.LocalDescription())
+	answer, err := d.postOffer(ctx, *pc.LocalDescription(), p.device)
 	if err != nil {
 		return err
 	}
@@ -181,9 +181,12 @@ func (d *rtcDevice) session(ctx context.Context, p sessionPlan, report func(turn
 }
 
 // postOffer sends the offer; a refusal (503 busy) becomes a refusedError.
-func (d *rtcDevice) postOffer(ctx context.Context, offer webrtc.SessionDescription) (webrtc.SessionDescription, error) {
+func (d *rtcDevice) postOffer(ctx context.Context, offer webrtc.SessionDescription, device string) (webrtc.SessionDescription, error) {
 	var answer webrtc.SessionDescription
-	body, err := json.Marshal(offer)
+	body, err := json.Marshal(struct {
+		webrtc.SessionDescription
+		Device string `json:"device,omitempty"`
+	}{offer, device})
 	if err != nil {
 		return answer, err
 	}

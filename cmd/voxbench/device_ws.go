@@ -119,8 +119,12 @@ func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	}
 	_ = resp.Body.Close()
 	defer ws.Close()
-	if err := ws.WriteJSON(map[string]any{"type": "start", "sample_rate": d.rate, "encoding": d.encoding,
-		"output_sample_rate": d.rate, "client": map[string]string{"name": "voxbench", "version": "1"}}); err != nil {
+	start := map[string]any{"type": "start", "sample_rate": d.rate, "encoding": d.encoding,
+		"output_sample_rate": d.rate, "client": map[string]string{"name": "voxbench", "version": "1"}}
+	if p.device != "" {
+		start["device"] = p.device
+	}
+	if err := ws.WriteJSON(start); err != nil {
 		return fmt.Errorf("send start: %w", err)
 	}
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))

@@ -76,6 +76,7 @@ type options struct {
 	sloMs                    int
 	json, markdown, quiet    bool
 	sameQuestions            bool
+	devices                  bool
 	plot                     string
 	cpuProfile               string
 	turnsOut                 string
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.turns, "turns", 3, "questions per session (ignored with --duration)")
 	fs.DurationVar(&o.duration, "duration", 0, "run each level this long, sessions asking question after question (0: --turns each)")
 	fs.DurationVar(&o.stagger, "stagger", 370*time.Millisecond, "time between session arrivals")
+	fs.BoolVar(&o.devices, "devices", false, "session i of every level is device voxbench-i (the start message's device), as a smart speaker that comes back: the server may remember its speaker from an earlier session (pipeline.turn.remember_speakers)")
 	fs.BoolVar(&o.sameQuestions, "same-questions", false, "every session asks the questions in the same order (default: session i starts at question i), so the 1-session level has asked each turn's question after the same earlier ones: an exact baseline for \"worse than at 1 session\"")
 	fs.DurationVar(&o.pause, "pause", 700*time.Millisecond, "silence after an answer ends before the next question")
 	fs.DurationVar(&o.bargeIn, "barge-in", 0, "speak the next question this long after the answer starts, cutting it (0: wait for the answer)")

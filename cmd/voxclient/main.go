@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("voxclient", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := voiceclient.Config{ClientName: "voxclient", ClientVersion: version, KeepAudio: true}
-	var wav, out, protocol string
+	var wav, out, protocol, device string
 	var asJSON bool
 	xz := voiceclient.XiaozhiConfig{KeepAudio: true}
 	fs.StringVar(&protocol, "protocol", "ws", "ws (voxpipe's /ws) or xiaozhi (play an ESP32 xiaozhi device: --url is its OTA address, http://HOST:PORT/xiaozhi/ota/, or its ws:// URL)")
@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&xz.Version, "xiaozhi-version", 0, "xiaozhi: binary framing 1, 2 or 3 (0: what the OTA answer says, else 1)")
 	fs.StringVar(&xz.Token, "token", "", "xiaozhi: device token, when --url is the ws:// URL (the OTA answer gives it otherwise)")
 	fs.StringVar(&cfg.URL, "url", "ws://127.0.0.1:8080/ws", "server WebSocket URL")
+	fs.StringVar(&device, "device", "", "this device's id (the start message's device; xiaozhi: Device-Id, default 02:00:00:00:00:01): the server remembers the speaker of a device from one session to the next")
 	fs.StringVar(&wav, "wav", "", "WAV file to speak (PCM16, any rate, mono or stereo); required")
 	fs.StringVar(&out, "out", "", "save the answers' audio, one after another, to this WAV file")
 	fs.BoolVar(&asJSON, "json", false, "print one JSON object with every turn's transcript, answer and latencies at the end")
@@ -108,6 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return fmt.Errorf("%w: %w", errCommandLine, err)
 	}
+	cfg.Device, xz.DeviceID = device, device
 	if wav == "" {
 		fs.Usage()
 		return fmt.Errorf("%w: --wav is required", errCommandLine)

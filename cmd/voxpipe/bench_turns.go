@@ -65,6 +65,7 @@ type benchItem struct {
 	PauseMs int    `json:"pause_ms,omitempty"`
 	Text    string `json:"text,omitempty"`
 
+	dir       string  // a recording's folder
 	pcm       []int16 // 16 kHz, lead silence included, no tail
 	speechEnd int     // index after the last audible sample
 	roomRMS   float64 // the room's noise after pcm (0: quiet, about -70 dBFS)
@@ -134,6 +135,7 @@ func runBench(ctx context.Context, args []string) error {
 	seed := fs.Uint64("seed", 11, "seed of the pauses and noise")
 	logLevel := fs.String("log", "warn", "server log level (debug shows each turn's decisions)")
 	port := fs.Int("port", 0, "loopback ports of the two servers: port and port+1 (0: any free ones)")
+	devices := fs.Bool("devices", false, "stream each voice's utterances (a recording's: its folder's) as one device,\nwhose speaker each server may remember between sessions (pipeline.turn.remember_speakers)")
 	var realDirs multiFlag
 	fs.Var(&realDirs, "real-dir", "a folder of WAV recordings by real speakers, each one complete turn, added to the real kind\n(repeatable; e.g. make asr-sets' build/asrsets/asterisk-16k)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -168,6 +170,10 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		defer eou.Close()
 		baseBe.EOU = eou
+	}
+	// Each server remembers its own speakers, as its config says.
+	if be.Speakers != nil || baseBe.Speakers != nil {
+		be.Speakers, baseBe.Speakers = speakerMemory(cfg), speakerMemory(baseline)
 	}
 
 	items, err := benchCorpus(ctx, *seed, *only, *limit, realDirs)
@@ -208,7 +214,11 @@ func runBench(ctx context.Context, args []string) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			for k, mode := range modes {
-				r := streamItem(ctx, urls[mode], &items[i], maxWait)
+				device := ""
+				if *devices {
+					device = items[i].device()
+				}
+				r := streamItem(ctx, urls[mode], &items[i], device, maxWait)
 				r.Mode = mode
 				runs[2*i+k] = r
 				if !*jsonOut {
@@ -372,7 +382,16 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 
 // streamItem plays one utterance to the server at url in real time and
 // records what came back.
-func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Duration) itemRun {
+// device is the device an item is spoken at with --devices: its voice, or
+// a recording's folder (one speaker, or the server finds out it is not).
+func (it *benchItem) device() string {
+	if it.Kind == "real" {
+		return "real:" + it.dir
+	}
+	return it.Voice
+}
+
+func streamItem(ctx context.Context, url string, it *benchItem, device string, maxWait time.Duration) itemRun {
 	r := itemRun{Item: it.Name}
 	fail := func(err error) itemRun { r.Err = err.Error(); return r }
 	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -383,8 +402,12 @@ func streamItem(ctx context.Context, url string, it *benchItem, maxWait time.Dur
 	}
 	_ = resp.Body.Close()
 	defer ws.Close()
-	if err := ws.WriteJSON(map[string]any{"type": "start", "sample_rate": benchRate, "encoding": "pcm16",
-		"output_sample_rate": benchRate, "client": map[string]string{"name": "voxpipe-bench-turns"}}); err != nil {
+	hello := map[string]any{"type": "start", "sample_rate": benchRate, "encoding": "pcm16",
+		"output_sample_rate": benchRate, "client": map[string]string{"name": "voxpipe-bench-turns"}}
+	if device != "" {
+		hello["device"] = device
+	}
+	if err := ws.WriteJSON(hello); err != nil {
 		return fail(err)
 	}
 	var ready pipeline.Event
@@ -850,5 +873,5 @@ func recordingItem(p string, rng *rand.Rand) (*benchItem, error) {
 	lead := roomNoise(300, room, rng)
 	pcm = append(lead, pcm[:end]...)
 	name := "real-" + strings.TrimSuffix(filepath.Base(p), filepath.Ext(p))
-	return &benchItem{Name: name, Kind: "real", pcm: pcm, speechEnd: len(lead) + speech, roomRMS: room}, nil
+	return &benchItem{Name: name, Kind: "real", dir: filepath.Dir(p), pcm: pcm, speechEnd: len(lead) + speech, roomRMS: room}, nil
 }

@@ -37,6 +37,9 @@ type Config struct {
 	Log io.Writer
 	// Client names this client in the start message.
 	ClientName, ClientVersion string
+	// Device is the start message's device id ("" = none): the server
+	// remembers the speaker of a device from one session to the next.
+	Device string
 }
 
 // Turn is one answered turn.
@@ -62,6 +65,9 @@ type Turn struct {
 	PromptTokens         int      `json:"prompt_tokens,omitempty"`
 	CachedTokens         int      `json:"cached_tokens,omitempty"`
 	EarlyTokens          int      `json:"early_tokens,omitempty"`
+	// How the server decided the end of the turn (eou_score,
+	// end_silence_ms, intonation, ...), as its trace event said.
+	pipeline.EndOfTurn
 	// Audio is the answer at Config.Rate (with Config.KeepAudio).
 	Audio []int16 `json:"-"`
 }
@@ -143,10 +149,14 @@ func Run(ctx context.Context, cfg Config, speech []int16) (*Result, error) {
 	_ = resp.Body.Close()
 	defer ws.Close()
 
-	if err := ws.WriteJSON(map[string]any{
+	start := map[string]any{
 		"type": "start", "sample_rate": cfg.Rate, "encoding": cfg.Encoding, "output_sample_rate": cfg.Rate,
 		"client": map[string]string{"name": cfg.ClientName, "version": cfg.ClientVersion},
-	}); err != nil {
+	}
+	if cfg.Device != "" {
+		start["device"] = cfg.Device
+	}
+	if err := ws.WriteJSON(start); err != nil {
 		return nil, fmt.Errorf("voiceclient: send start: %w", err)
 	}
 	_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -452,6 +462,7 @@ func (s *session) handle(m incoming) error {
 		t.ServerVoiceToVoiceMs, t.ServerHeardMs = ev.VoiceToVoiceMs, ev.HeardMs
 		t.Interrupted = ev.Interrupted
 		t.PromptTokens, t.CachedTokens, t.EarlyTokens = ev.PromptTokens, ev.CachedTokens, ev.EarlyTokens
+		t.EndOfTurn = ev.EndOfTurn
 		s.traced++
 	case pipeline.EventError:
 		switch ev.Code {
