@@ -114,8 +114,13 @@ static inline __attribute__((always_inline)) __m256i KN_FN(x4blk)(const __m256i 
 // Prefetching in x4row: further ahead than the tiles and into L2 only (T2). Single thread, AVX2 tier,
 // BenchmarkMatVecStream q4_0packed cols1536/4864 against main's T0 at 2048 bytes in the same runs:
 // T2 at 8192 1.17x and 1.08x (at 4096 1.11x, 1.02x; T1 at 4096 1.08x, 1.00x; T2 at 2048 0.99x, 0.85x).
+// 16 KiB since the AMD EPYC (Zen 4) dev VM, 2 threads, decoding 64 tokens, alternated rounds
+// against 8 KiB: Llama-3.2-1B Q4_0 1.08x (6 rounds, 1.01-1.18; 4 rounds 1.08x), Qwen2.5-0.5B Q4_0
+// 1.14x (5, 1.03-1.23), SmolLM2-135M Q4_0 1.19x (5, 0.99-1.26); 32 KiB 1.04x, none 0.89x, 4 KiB
+// into L1 0.91x on Llama-3.2-1B. The same distance for the packed Q8_0 row (KN_X16ROW_PF) and the
+// VNNI tiles (KN_X4_PF) was within the noise (0.97x, 0.99-1.08x).
 #ifndef KN_X4ROW_PF
-#define KN_X4ROW_PF 8192
+#define KN_X4ROW_PF 16384
 #endif
 #ifndef KN_X4ROW_HINT
 #define KN_X4ROW_HINT _MM_HINT_T2
