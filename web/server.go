@@ -168,6 +168,11 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 	s.handler = s.guard.Wrap(s.mux)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.startAdmission(log)
+	if mem := be.Speakers; mem != nil {
+		s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "voxpipe_speakers_remembered",
+			Help: "Devices whose speaker's pitch range is remembered for their next session (pipeline.turn.remember_speakers)."},
+			func() float64 { return float64(mem.Len()) }))
+	}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   4096,
