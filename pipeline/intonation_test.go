@@ -5,24 +5,12 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio/audiotest"
 )
 
-// glide returns ms of a voice at rate Hz whose pitch moves from f0 to f1 Hz
-// (ten harmonics, falling 6 dB per octave).
-func glide(ms, rate int, f0, f1 float64) []int16 {
-	out := make([]int16, rate*ms/1000)
-	phase := 0.0
-	for i := range out {
-		f := f0 + (f1-f0)*float64(i)/float64(len(out))
-		phase += 2 * math.Pi * f / float64(rate)
-		var v float64
-		for k := 1; k <= 10; k++ {
-			v += math.Sin(float64(k)*phase) / float64(k)
-		}
-		out[i] = int16(4000 * v)
-	}
-	return out
-}
+// glide returns ms of a voice at rate Hz whose pitch moves from f0 to f1 Hz.
+func glide(ms, rate int, f0, f1 float64) []int16 { return audiotest.Voice(ms, rate, f0, f1) }
 
 // say streams pcm in 20 ms messages at real-time pace.
 func (h *harness) say(pcm []int16) {

@@ -2,11 +2,11 @@ package web
 
 import (
 	"context"
-	"math"
 	"testing"
 	"time"
 
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio/audiotest"
 	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
 )
 
@@ -14,21 +14,6 @@ import (
 type halfScorer struct{}
 
 func (halfScorer) Score(context.Context, string, string) (float64, error) { return 0.5, nil }
-
-// voiced returns ms of a 16 kHz voice gliding from f0 to f1 Hz.
-func voiced(ms int, f0, f1 float64) []int16 {
-	out := make([]int16, 16*ms)
-	phase := 0.0
-	for i := range out {
-		phase += 2 * math.Pi * (f0 + (f1-f0)*float64(i)/float64(len(out))) / 16000
-		var v float64
-		for k := 1; k <= 10; k++ {
-			v += math.Sin(float64(k)*phase) / float64(k)
-		}
-		out[i] = int16(4000 * v)
-	}
-	return out
-}
 
 // TestDeviceRemembersSpeaker: the start message's device reaches the
 // session, which leaves its speaker's pitch range in the server's memory
@@ -41,7 +26,7 @@ func TestDeviceRemembersSpeaker(t *testing.T) {
 	ts.srv.backends.Speakers = mem // before any session
 	var speech []int16
 	for _, seg := range [][2]float64{{120, 160}, {160, 110}, {100, 140}, {150, 100}} {
-		speech = append(speech, voiced(500, seg[0], seg[1])...)
+		speech = append(speech, audiotest.Voice(500, 16000, seg[0], seg[1])...)
 	}
 	for _, device := range []string{"", "kitchen-1"} {
 		ws := dial(t, ts.url)

@@ -4,24 +4,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio/audiotest"
 )
 
-// voice returns n samples at 16 kHz of a glottal-like tone: a fundamental
-// gliding from f0 to f1 Hz with ten harmonics falling 6 dB per octave.
-func voice(n int, f0, f1 float64) []int16 {
-	out := make([]int16, n)
-	phase := 0.0
-	for i := range out {
-		f := f0 + (f1-f0)*float64(i)/float64(n)
-		phase += 2 * math.Pi * f / 16000
-		var v float64
-		for h := 1; h <= 10; h++ {
-			v += math.Sin(float64(h)*phase) / float64(h)
-		}
-		out[i] = int16(4000 * v)
-	}
-	return out
-}
+// voice returns n samples (a multiple of 16) at 16 kHz of a voice gliding
+// from f0 to f1 Hz.
+func voice(n int, f0, f1 float64) []int16 { return audiotest.Voice(n/16, 16000, f0, f1) }
 
 func TestPitchTone(t *testing.T) {
 	p, err := NewPitch(16000, 320)
