@@ -65,10 +65,10 @@ func (m *SpeakerMemory) Recall(device string) (audio.PitchProfile, bool) {
 	return e.pitch, true
 }
 
-// Remember stores device's profile, replacing the one before; a profile
-// that does not know the speaker yet, an empty or over-long id are ignored.
+// Remember stores device's profile, replacing the one before; a profile of
+// under 0.4 s of voice (not Heard), an empty or over-long id are ignored.
 func (m *SpeakerMemory) Remember(device string, p audio.PitchProfile) {
-	if m == nil || device == "" || len(device) > MaxDeviceIDBytes || !p.Known() {
+	if m == nil || device == "" || len(device) > MaxDeviceIDBytes || !p.Heard() {
 		return
 	}
 	m.mu.Lock()

@@ -118,6 +118,11 @@ type PitchProfile struct {
 // pitch in the speaker's range.
 func (p PitchProfile) Known() bool { return p.sum >= rangeMinFrames }
 
+// Heard reports whether the profile holds enough voiced speech to be worth
+// keeping (0.4 s): a later session adds to it, so a device whose every
+// question is shorter than the 1 s a range needs still gets one.
+func (p PitchProfile) Heard() bool { return p.sum >= speakerCheckFrames }
+
 // Profile returns the speaker's pitch as heard so far (a recalled profile
 // included once this session's speech matched it).
 func (t *Intonation) Profile() PitchProfile {
@@ -131,10 +136,11 @@ func (t *Intonation) Profile() PitchProfile {
 // that the first pause of this one can be placed in the speaker's range
 // (on its own the tracker needs 1 s of voiced speech first). The profile
 // is used once the session's first 0.4 s of voiced speech lie in its range,
-// and dropped if they do not (another person at the same device). Call it
-// before the first frame; an unknown profile is ignored.
+// and dropped if they do not (another person at the same device); a
+// profile not yet Known counts towards the range with the session's own
+// speech. Call it before the first frame; a profile not Heard is ignored.
 func (t *Intonation) Recall(p PitchProfile) {
-	if !p.Known() || t.count > 0 {
+	if !p.Heard() || t.count > 0 {
 		return
 	}
 	t.hist, t.histSum = p.hist, p.sum

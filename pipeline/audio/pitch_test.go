@@ -182,6 +182,21 @@ func TestIntonationRecall(t *testing.T) {
 		t.Errorf("another speaker's 0.6 s: profile %v frames, want the recalled one dropped", got.sum)
 	}
 
+	// Sessions of short questions: each one alone never learns the range,
+	// together they do.
+	first, _ := NewIntonation(16000, 320)
+	speak(first, phrase)
+	short := first.Profile()
+	if !short.Heard() || short.Known() {
+		t.Fatalf("a 0.6 s session: heard %v, known %v; want heard, not known", short.Heard(), short.Known())
+	}
+	second, _ := NewIntonation(16000, 320)
+	second.Recall(short)
+	speak(second, phrase)
+	if c := second.Ending(); !(c.Range <= 0.2) {
+		t.Errorf("a second 0.6 s session starting from the first's profile: %+v, want the bottom of the range", c)
+	}
+
 	var unknown PitchProfile
 	fresh, _ := NewIntonation(16000, 320)
 	fresh.Recall(unknown)
