@@ -312,10 +312,14 @@ func (rs *rtcSession) serve() {
 		return
 	}
 	rs.log.Info().Msg("rtc session started")
-	rs.sendEvent(pipeline.Event{Type: pipeline.EventReady, Encoding: EncodingOpus, SampleRate: rtcRate, FrameMs: FrameMs})
+	// Running before ready: a client may send stop the moment ready
+	// arrives, and pion hands it to onMessage on another goroutine; sent
+	// before Running it was refused with not_started and the session went
+	// on (TestRTCStop, once under -race). rs.in holds it until Run reads.
 	rs.rulesMu.Lock()
 	rs.rules.Running()
 	rs.rulesMu.Unlock()
+	rs.sendEvent(pipeline.Event{Type: pipeline.EventReady, Encoding: EncodingOpus, SampleRate: rtcRate, FrameMs: FrameMs})
 	rs.started.Store(true)
 	go func() {
 		defer close(rs.out)
