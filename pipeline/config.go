@@ -213,8 +213,9 @@ func (cfg Config) validate(be Backends) (Config, error) {
 		return cfg, fmt.Errorf("%w: negative max turn %v", ErrConfig, cfg.MaxTurn)
 	case cfg.EarlyStartStableMs < 0:
 		return cfg, fmt.Errorf("%w: negative early start stability %d ms", ErrConfig, cfg.EarlyStartStableMs)
-	case len(cfg.Device) > MaxDeviceIDBytes:
-		return cfg, fmt.Errorf("%w: device id of %d bytes (at most %d)", ErrConfig, len(cfg.Device), MaxDeviceIDBytes)
+	}
+	if err := CheckDevice(cfg.Device); err != nil {
+		return cfg, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if _, err := cfg.EarlyStart.Prefiller(be.LLM); err != nil {
 		return cfg, err

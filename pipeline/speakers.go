@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"container/list"
+	"fmt"
 	"sync"
 	"time"
 
@@ -11,6 +12,15 @@ import (
 // MaxDeviceIDBytes bounds a device id (Config.Device): longer ones are a
 // client error at the transports and never remembered.
 const MaxDeviceIDBytes = 128
+
+// CheckDevice reports an over-long device id; the transports refuse the
+// client with its message.
+func CheckDevice(id string) error {
+	if len(id) > MaxDeviceIDBytes {
+		return fmt.Errorf("device id of %d bytes (at most %d)", len(id), MaxDeviceIDBytes)
+	}
+	return nil
+}
 
 // SpeakerMemory remembers, per client device, the pitch range of the person
 // last heard at it, so that the device's next session can read the

@@ -161,7 +161,10 @@ func (s *Server) serveRTCConfig(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) serveRTCOffer(w http.ResponseWriter, r *http.Request) {
-	var offer webrtc.SessionDescription
+	var offer struct {
+		webrtc.SessionDescription
+		Device string `json:"device"` // optional, as /ws start's (docs/protocol.md)
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, maxOfferBytes+1))
 	if err == nil && len(body) > maxOfferBytes {
 		err = fmt.Errorf("offer over %d bytes", maxOfferBytes)
@@ -172,15 +175,8 @@ func (s *Server) serveRTCOffer(w http.ResponseWriter, r *http.Request) {
 	if err == nil && (offer.Type != webrtc.SDPTypeOffer || offer.SDP == "") {
 		err = errors.New(`want {"type":"offer","sdp":"..."}`)
 	}
-	// The offer may name the client's device (docs/protocol.md).
-	var extra struct {
-		Device string `json:"device"`
-	}
 	if err == nil {
-		_ = json.Unmarshal(body, &extra) // the same object, already parsed once
-		if len(extra.Device) > pipeline.MaxDeviceIDBytes {
-			err = fmt.Errorf("device id of %d bytes (at most %d)", len(extra.Device), pipeline.MaxDeviceIDBytes)
-		}
+		err = pipeline.CheckDevice(offer.Device)
 	}
 	if err != nil {
 		s.metrics.sessionRejected(reasonUpgrade)
@@ -191,7 +187,7 @@ func (s *Server) serveRTCOffer(w http.ResponseWriter, r *http.Request) {
 		s.rejectBusy(w, reason)
 		return
 	}
-	rs, answer, err := s.newRTCSession(r, offer, extra.Device)
+	rs, answer, err := s.newRTCSession(r, offer.SessionDescription, offer.Device)
 	if err != nil {
 		s.release()
 		s.metrics.sessionRejected(reasonUpgrade)

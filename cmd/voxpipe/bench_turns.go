@@ -172,9 +172,7 @@ func runBench(ctx context.Context, args []string) error {
 		baseBe.EOU = eou
 	}
 	// Each server remembers its own speakers, as its config says.
-	if be.Speakers != nil || baseBe.Speakers != nil {
-		be.Speakers, baseBe.Speakers = speakerMemory(cfg), speakerMemory(baseline)
-	}
+	be.Speakers, baseBe.Speakers = speakerMemory(cfg), speakerMemory(baseline)
 
 	items, err := benchCorpus(ctx, *seed, *only, *limit, realDirs)
 	if err != nil {
@@ -380,8 +378,6 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 	return s
 }
 
-// streamItem plays one utterance to the server at url in real time and
-// records what came back.
 // device is the device an item is spoken at with --devices: its voice, or
 // a recording's folder (one speaker, or the server finds out it is not).
 func (it *benchItem) device() string {
@@ -391,6 +387,8 @@ func (it *benchItem) device() string {
 	return it.Voice
 }
 
+// streamItem plays one utterance to the server at url in real time, as
+// device ("" = none), and records what came back.
 func streamItem(ctx context.Context, url string, it *benchItem, device string, maxWait time.Duration) itemRun {
 	r := itemRun{Item: it.Name}
 	fail := func(err error) itemRun { r.Err = err.Error(); return r }

@@ -145,12 +145,13 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deviceID, clientID, auth, version := credentials(r)
+	badDevice := pipeline.CheckDevice(deviceID)
 	switch {
 	case deviceID == "":
 		h.refuse(w, r, http.StatusBadRequest, "missing Device-Id header (or device-id query parameter)")
 		return
-	case len(deviceID) > pipeline.MaxDeviceIDBytes:
-		h.refuse(w, r, http.StatusBadRequest, "Device-Id of "+strconv.Itoa(len(deviceID))+" bytes (at most "+strconv.Itoa(pipeline.MaxDeviceIDBytes)+")")
+	case badDevice != nil:
+		h.refuse(w, r, http.StatusBadRequest, "Device-Id: "+badDevice.Error())
 		return
 	case !h.tokenOK(auth):
 		h.refuse(w, r, http.StatusUnauthorized, "missing or wrong Authorization token")

@@ -101,8 +101,8 @@ func (r *Rules) Parse(data []byte) (msg Message, ev *pipeline.ClientEvent, start
 // ValidateStart checks a start message's audio format; it returns the
 // encoding and the output rate, or a bad_format problem.
 func ValidateStart(msg Message) (encoding string, outRate int, p *Problem) {
-	if len(msg.Device) > pipeline.MaxDeviceIDBytes {
-		return "", 0, problem(pipeline.CodeBadFormat, "device id of %d bytes (at most %d)", len(msg.Device), pipeline.MaxDeviceIDBytes)
+	if err := pipeline.CheckDevice(msg.Device); err != nil {
+		return "", 0, problem(pipeline.CodeBadFormat, "%v", err)
 	}
 	encoding = msg.Encoding
 	if encoding == "" {
