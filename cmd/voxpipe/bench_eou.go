@@ -50,6 +50,7 @@ type eouPolicy struct {
 	MaxSilenceMs int     `json:"max_silence_ms"`
 	WaitP50Ms    float64 `json:"complete_wait_p50_ms"`
 	WaitP95Ms    float64 `json:"complete_wait_p95_ms"`
+	WaitMeanMs   float64 `json:"complete_wait_mean_ms"`
 	CutOffRate   float64 `json:"false_cutoff_rate"`
 	// The intonation cue's weights (log-odds); 0 and 0 = text only.
 	IntonationYield float64 `json:"intonation_yield,omitempty"`
@@ -181,14 +182,14 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "scores: complete p10 %.3f p50 %.3f; cut off p90 %.3f p95 %.3f\n",
 		rep.CompleteP10, rep.CompleteP50, rep.CutOffP90, rep.CutOffP95)
 	fmt.Fprintf(stdout, "%d of the texts carry the intonation before them\n", intoned)
-	fmt.Fprintf(stdout, "%-10s %6s %6s %5s %5s | %-24s | %s\n", "threshold", "doubt", "max", "yield", "hold", "wait after complete p50/p95", "false cut-offs (at the measured pauses, else 300-1200 ms)")
+	fmt.Fprintf(stdout, "%-10s %6s %6s %5s %5s | %-30s | %s\n", "threshold", "doubt", "max", "yield", "hold", "wait after complete p50/mean/p95", "false cut-offs (at the measured pauses, else 300-1200 ms)")
 	for _, p := range rep.Policies {
 		mark := ""
 		if p.Configured {
 			mark = "  <- configured"
 		}
-		fmt.Fprintf(stdout, "%-10.2f %6d %6d %5.1f %5.1f | %9.0f / %6.0f ms       | %5.1f%%%s\n", p.Threshold, p.DoubtMs, p.MaxSilenceMs,
-			p.IntonationYield, p.IntonationHold, p.WaitP50Ms, p.WaitP95Ms, 100*p.CutOffRate, mark)
+		fmt.Fprintf(stdout, "%-10.2f %6d %6d %5.1f %5.1f | %9.0f / %5.0f / %5.0f ms   | %5.1f%%%s\n", p.Threshold, p.DoubtMs, p.MaxSilenceMs,
+			p.IntonationYield, p.IntonationHold, p.WaitP50Ms, p.WaitMeanMs, p.WaitP95Ms, 100*p.CutOffRate, mark)
 	}
 	return nil
 }
@@ -199,8 +200,10 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 // (bench asr --pauses), else uniform over 300-1200 ms.
 func eouPolicyOf(c endturn.Config, pos, neg, negPause []float64, configured bool) eouPolicy {
 	waits := make([]float64, len(pos))
+	var sum float64
 	for i, s := range pos {
 		waits[i] = float64(c.Wait(s)) / float64(time.Millisecond)
+		sum += waits[i]
 	}
 	var cut float64
 	for i, s := range neg {
@@ -216,7 +219,8 @@ func eouPolicyOf(c endturn.Config, pos, neg, negPause []float64, configured bool
 		cut /= float64(len(neg))
 	}
 	return eouPolicy{Threshold: c.Threshold, DoubtMs: c.DoubtMs, MaxSilenceMs: c.MaxSilenceMs,
-		WaitP50Ms: percentile(waits, 0.5), WaitP95Ms: percentile(waits, 0.95), CutOffRate: cut, Configured: configured}
+		WaitP50Ms: percentile(waits, 0.5), WaitP95Ms: percentile(waits, 0.95),
+		WaitMeanMs: sum / float64(max(1, len(waits))), CutOffRate: cut, Configured: configured}
 }
 
 // aucOf is the probability that a complete utterance scores above a cut-off
