@@ -31,6 +31,11 @@ type Intonation struct {
 	own      [histBins]float32
 	ownSum   float32
 	lo, hi   float64
+	// Voices another session heard (RecallRegister), offered while
+	// checking; borrowed is set once one matched: hist then holds that
+	// voice's profile as a prior and own keeps this session's frames alone.
+	voices   []PitchProfile
+	borrowed bool
 	// Ending's buffers, so that it allocates nothing.
 	last, sorted, end []float32
 }
@@ -64,6 +69,11 @@ const (
 	// median moves 1-2 semitones between sessions.
 	speakerCheckFrames = 20
 	speakerMarginSt    = 2.5
+	// A voice borrowed for its register (RecallRegister) must also have
+	// its median within registerMatchSt of the session's: speakers of one
+	// register differ by a few semitones, so a closer voice is a better
+	// guess at where this speaker's range lies.
+	registerMatchSt = 2
 )
 
 // NewIntonation returns a tracker for 20 ms frames at rate Hz.
@@ -84,9 +94,9 @@ func (t *Intonation) Speech(frame []int16) {
 		st = float32(12 * math.Log2(hz/pitchRefHz))
 		if b := int(st / histBinSt); b >= 0 && b < histBins {
 			addDecayed(&t.hist, &t.histSum, b)
-			if t.checking {
+			if t.checking || t.borrowed {
 				addDecayed(&t.own, &t.ownSum, b)
-				if t.ownSum >= speakerCheckFrames {
+				if t.checking && t.ownSum >= speakerCheckFrames {
 					t.checkSpeaker()
 				}
 			}
@@ -124,9 +134,9 @@ func (p PitchProfile) Known() bool { return p.sum >= rangeMinFrames }
 func (p PitchProfile) Heard() bool { return p.sum >= speakerCheckFrames }
 
 // Profile returns the speaker's pitch as heard so far (a recalled profile
-// included once this session's speech matched it).
+// included once this session's speech matched it; a borrowed voice never).
 func (t *Intonation) Profile() PitchProfile {
-	if t.checking {
+	if t.checking || t.borrowed {
 		return PitchProfile{t.own, t.ownSum}
 	}
 	return PitchProfile{t.hist, t.histSum}
@@ -148,11 +158,54 @@ func (t *Intonation) Recall(p PitchProfile) {
 	t.checking = true
 }
 
+// RecallRegister is Recall for a speaker nobody remembers: voices holds
+// the profiles of other people the server heard lately. Once the session's
+// first 0.4 s of voiced speech show its register, the voice whose median
+// lies closest to the session's (within registerMatchSt, and the session's
+// within its range as for Recall) stands in for the speaker's own range
+// until the session has heard enough of its own: the end of a first phrase
+// is then placed in a whole range, where its own frames alone would put it
+// at the bottom of the little heard so far. If no voice matches, the
+// session learns alone. Profile keeps returning this session's frames
+// only. Call it before the first frame, instead of Recall; voices that are
+// not Known are passed over. The tracker keeps the slice.
+func (t *Intonation) RecallRegister(voices []PitchProfile) {
+	if t.count > 0 || t.checking || len(voices) == 0 {
+		return
+	}
+	t.voices, t.checking = voices, true
+}
+
 // checkSpeaker keeps the recalled profile if the session's own voiced
-// frames lie in its range, and drops it otherwise.
+// frames lie in its range, and drops it otherwise; or picks the voice
+// RecallRegister offered that matches them best.
 func (t *Intonation) checkSpeaker() {
 	t.checking = false
-	if med := percentile(&t.own, t.ownSum, 0.5); med < t.lo-speakerMarginSt || med > t.hi+speakerMarginSt {
+	med := percentile(&t.own, t.ownSum, 0.5)
+	if t.voices != nil {
+		best, bestD := -1, float64(registerMatchSt)
+		for i := range t.voices {
+			v := &t.voices[i]
+			if !v.Known() {
+				continue
+			}
+			lo, hi := percentile(&v.hist, v.sum, 0.1), percentile(&v.hist, v.sum, 0.9)
+			d := math.Abs(percentile(&v.hist, v.sum, 0.5) - med)
+			if med >= lo-speakerMarginSt && med <= hi+speakerMarginSt && d <= bestD {
+				best, bestD = i, d
+			}
+		}
+		if best >= 0 {
+			v := &t.voices[best]
+			for i := range t.hist {
+				t.hist[i] = v.hist[i] + t.own[i]
+			}
+			t.histSum, t.borrowed = v.sum+t.ownSum, true
+		}
+		t.voices = nil
+		return
+	}
+	if med < t.lo-speakerMarginSt || med > t.hi+speakerMarginSt {
 		t.hist, t.histSum = t.own, t.ownSum
 	}
 }

@@ -205,3 +205,59 @@ func TestIntonationRecall(t *testing.T) {
 		t.Errorf("an unknown profile recalled: %+v, want it ignored", c)
 	}
 }
+
+func TestIntonationRecallRegister(t *testing.T) {
+	// Voices heard earlier: a low one (a man's, around 100-160 Hz) and a
+	// high one (around 220-320 Hz), each over 2 s.
+	heard := func(segs [][2]float64) PitchProfile {
+		tr, _ := NewIntonation(16000, 320)
+		for _, seg := range segs {
+			speak(tr, voice(320*25, seg[0], seg[1]))
+			tr.Gap()
+		}
+		return tr.Profile()
+	}
+	low := heard([][2]float64{{120, 160}, {160, 110}, {100, 140}, {150, 100}})
+	high := heard([][2]float64{{260, 320}, {320, 240}, {220, 280}, {300, 220}})
+	short := heard([][2]float64{{130, 120}}) // 0.5 s: heard, but no range
+	voices := []PitchProfile{high, short, low}
+
+	// Another man's first phrase, falling to the bottom: placed in the low
+	// voice's range, where alone it would have no place yet.
+	phrase := append(voice(320*15, 140, 130), voice(320*15, 130, 95)...)
+	man, _ := NewIntonation(16000, 320)
+	man.RecallRegister(voices)
+	speak(man, phrase)
+	if c := man.Ending(); !(c.Range <= 0.2) {
+		t.Errorf("a low voice's first phrase with voices to borrow: %+v, want the bottom of the range", c)
+	}
+	// What the session leaves behind is its own 0.6 s, not the borrowed voice.
+	if p := man.Profile(); !p.Heard() || p.Known() {
+		t.Errorf("profile after a borrowed register: %v frames, want the session's own (about 30)", p.sum)
+	}
+
+	// A child's voice (around 350-400 Hz) is no one's register here.
+	child, _ := NewIntonation(16000, 320)
+	child.RecallRegister(voices)
+	speak(child, append(voice(320*15, 420, 400), voice(320*15, 400, 350)...))
+	if c := child.Ending(); !math.IsNaN(c.Range) {
+		t.Errorf("a voice unlike any heard: %+v, want no place in the range", c)
+	}
+
+	// Until 0.4 s of voice has shown the register nothing is borrowed.
+	early, _ := NewIntonation(16000, 320)
+	early.RecallRegister(voices)
+	speak(early, voice(320*8, 130, 95))
+	if c := early.Ending(); !math.IsNaN(c.Range) {
+		t.Errorf("a 160 ms first word: %+v, want no place in the range yet", c)
+	}
+
+	// A mid phrase ending level, high in the man's range, reads high in
+	// the borrowed range.
+	level, _ := NewIntonation(16000, 320)
+	level.RecallRegister(voices)
+	speak(level, append(voice(320*15, 120, 135), voice(320*15, 140, 145)...))
+	if c := level.Ending(); !(c.Range >= 0.5) {
+		t.Errorf("a phrase ending level and high: %+v, want the upper half of the range", c)
+	}
+}
