@@ -146,14 +146,16 @@ func (a *audioIn) semantic(w *endWait, c endturn.Config) {
 // recallSpeaker starts the intonation tracker from what mem remembers of
 // device's speaker, and has run leave the session's profile there.
 func (a *audioIn) recallSpeaker(mem *SpeakerMemory, device string) {
-	if a.into == nil || mem == nil || device == "" {
+	if a.into == nil || mem == nil {
 		return
 	}
 	a.speakers = mem
 	if p, ok := mem.Recall(device); ok {
 		a.into.Recall(p)
 		a.log.Debug().Str("device", device).Msg("starting from the speaker's pitch range remembered for the device")
+		return
 	}
+	a.into.RecallRegister(mem.Voices())
 }
 
 // endScore is the utterance's end-of-utterance score with the current

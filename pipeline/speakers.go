@@ -31,6 +31,10 @@ func CheckDevice(id string) error {
 // numbers) per device id, in memory only; it is forgotten after the TTL or
 // when more devices than the limit were heard since. Safe for concurrent
 // use.
+//
+// It also keeps the profiles of the last few voices heard, device or not,
+// with no id: a session nobody remembers borrows the one of its register
+// (audio.Intonation.RecallRegister).
 type SpeakerMemory struct {
 	mu      sync.Mutex
 	max     int
@@ -38,6 +42,8 @@ type SpeakerMemory struct {
 	now     func() time.Time
 	devices map[string]*list.Element // of *speakerEntry
 	recent  list.List                // most recently remembered first
+	voices  []speakerEntry           // a ring of the last len(voices) Known profiles; device ""
+	nvoices int                      // profiles put in the ring so far
 }
 
 type speakerEntry struct {
@@ -46,13 +52,33 @@ type speakerEntry struct {
 	at     time.Time
 }
 
-// NewSpeakerMemory keeps the profiles of up to maxDevices devices for ttl
-// each; it returns nil (remember nothing) when either is not positive.
-func NewSpeakerMemory(maxDevices int, ttl time.Duration) *SpeakerMemory {
-	if maxDevices <= 0 || ttl <= 0 {
+// NewSpeakerMemory keeps the profiles of up to maxDevices devices and of
+// the last voices sessions for ttl each; it returns nil (remember nothing)
+// when ttl or both counts are not positive.
+func NewSpeakerMemory(maxDevices, voices int, ttl time.Duration) *SpeakerMemory {
+	if (maxDevices <= 0 && voices <= 0) || ttl <= 0 {
 		return nil
 	}
-	return &SpeakerMemory{max: maxDevices, ttl: ttl, now: time.Now, devices: make(map[string]*list.Element)}
+	return &SpeakerMemory{max: max(0, maxDevices), ttl: ttl, now: time.Now, devices: make(map[string]*list.Element),
+		voices: make([]speakerEntry, max(0, voices))}
+}
+
+// Voices returns the profiles of the last voices heard (not expired), for
+// a session whose speaker nobody remembers; nil when there are none.
+func (m *SpeakerMemory) Voices() []audio.PitchProfile {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []audio.PitchProfile
+	now := m.now()
+	for i := range min(m.nvoices, len(m.voices)) {
+		if e := &m.voices[i]; now.Sub(e.at) <= m.ttl {
+			out = append(out, e.pitch)
+		}
+	}
+	return out
 }
 
 // Recall returns the profile remembered for device, if any and not expired.
@@ -75,15 +101,24 @@ func (m *SpeakerMemory) Recall(device string) (audio.PitchProfile, bool) {
 	return e.pitch, true
 }
 
-// Remember stores device's profile, replacing the one before; a profile of
-// under 0.4 s of voice (not Heard), an empty or over-long id are ignored.
+// Remember stores device's profile, replacing the one before, and a
+// profile that knows its speaker's range among the last voices; a profile
+// of under 0.4 s of voice (not Heard) is ignored, and so is the device
+// part for an empty or over-long id.
 func (m *SpeakerMemory) Remember(device string, p audio.PitchProfile) {
-	if m == nil || device == "" || len(device) > MaxDeviceIDBytes || !p.Heard() {
+	if m == nil || !p.Heard() {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
+	if p.Known() && len(m.voices) > 0 {
+		m.voices[m.nvoices%len(m.voices)] = speakerEntry{pitch: p, at: now}
+		m.nvoices++
+	}
+	if device == "" || len(device) > MaxDeviceIDBytes || m.max == 0 {
+		return
+	}
 	if el, ok := m.devices[device]; ok {
 		e := el.Value.(*speakerEntry)
 		e.pitch, e.at = p, now

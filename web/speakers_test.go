@@ -22,7 +22,7 @@ func TestDeviceRemembersSpeaker(t *testing.T) {
 	ts := newTestServerWith(t, &scriptedModel{}, halfScorer{}, func(c *Config) {
 		c.Pipeline.Turn = endturn.DefaultConfig()
 	})
-	mem := pipeline.NewSpeakerMemory(8, time.Hour)
+	mem := pipeline.NewSpeakerMemory(8, 0, time.Hour)
 	ts.srv.backends.Speakers = mem // before any session
 	var speech []int16
 	for _, seg := range [][2]float64{{120, 160}, {160, 110}, {100, 140}, {150, 100}} {

@@ -132,7 +132,7 @@ func speakerMemory(c *config.Config) *pipeline.SpeakerMemory {
 	if t.Mode != string(endturn.ModeSemantic) || t.IntonationYield == 0 && t.IntonationHold == 0 {
 		return nil
 	}
-	return pipeline.NewSpeakerMemory(t.RememberSpeakers, t.RememberFor)
+	return pipeline.NewSpeakerMemory(t.RememberSpeakers, t.RememberVoices, t.RememberFor)
 }
 
 func closeAll(closers []io.Closer) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/voxpipe/voxpipe/asr/asrtest"
 	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
@@ -175,6 +176,7 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 			"# TAB the intonation before it: end pitch in the speaker's range (- = not known yet), slope st/s, voiced frames\n")
 		b.pauses = f
 		b.vad.EndSilenceMs = pauseEndSilenceMs
+		b.voices = pipeline.NewSpeakerMemory(0, cfg.Pipeline.Turn.RememberVoices, cfg.Pipeline.Turn.RememberFor)
 	}
 	if cfg.ASR.Sphinx.Rescore.Model != "" {
 		sphinxRescoreObserver = func(r asrsphinx.Rescored) { b.lastRescored = &r }
@@ -262,6 +264,10 @@ type asrBench struct {
 	lastRescored *asrsphinx.Rescored // set by the recogniser's rescoring during Close
 
 	pauses io.Writer // --pauses: the end-of-turn decision points (see pauseTracker)
+	// voices: the voices heard in earlier recordings, which a recording
+	// may borrow its register's range from (pipeline.turn.remember_voices),
+	// as the server's sessions do; nil = every recording alone.
+	voices *pipeline.SpeakerMemory
 }
 
 // pauseEndSilenceMs is the VAD's end silence with --pauses: long enough that
@@ -281,14 +287,25 @@ type pauseTracker struct {
 	// (pipeline.turn.intonation_*): the contour when the pause began.
 	into    *audio.Intonation
 	contour audio.Contour
+	voices  *pipeline.SpeakerMemory
 }
 
-func newPauseTracker(w io.Writer) *pauseTracker {
+// newPauseTracker follows one speaker (a recording), starting from the
+// voices heard before it, if any.
+func newPauseTracker(w io.Writer, voices *pipeline.SpeakerMemory) *pauseTracker {
 	into, err := audio.NewIntonation(16000, 16000*20/1000)
 	if err != nil {
 		panic(err) // 20 ms frames at 16 kHz always fit
 	}
-	return &pauseTracker{w: w, into: into}
+	into.RecallRegister(voices.Voices())
+	return &pauseTracker{w: w, into: into, voices: voices}
+}
+
+// done leaves the recording's voice to the ones after it.
+func (t *pauseTracker) done() {
+	if t != nil {
+		t.voices.Remember("", t.into.Profile())
+	}
 }
 
 // speech follows the pitch of the frames the VAD calls speech.
@@ -436,7 +453,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 	)
 	var pt *pauseTracker
 	if b.pauses != nil {
-		pt = newPauseTracker(b.pauses) // a speaker per recording
+		pt = newPauseTracker(b.pauses, b.voices) // a speaker per recording
 	}
 	drain := func() {
 		for {
@@ -528,6 +545,7 @@ func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]fl
 		framer.Write(in, emit)
 	}
 	end()
+	pt.done()
 	res.cpu += cpuSeconds() - cpu0
 	if failure != nil {
 		return nil, failure

@@ -119,7 +119,7 @@ func TestBenchASR(t *testing.T) {
 // partial its last pause began with (what the end-of-turn detector scores).
 func TestPauseTracker(t *testing.T) {
 	var out strings.Builder
-	pt := newPauseTracker(&out)
+	pt := newPauseTracker(&out, nil)
 	quiet := make([]int16, 320)
 	for _, f := range []struct {
 		partial string

@@ -213,9 +213,13 @@ type Turn struct {
 	// RememberSpeakers: how many devices' speakers (pitch ranges) are
 	// remembered between sessions, each for RememberFor
 	// (pipeline.SpeakerMemory); 0 = none.
-	RememberSpeakers int           `yaml:"remember_speakers"`
-	RememberFor      time.Duration `yaml:"remember_for"`
-	Threads          int           `yaml:"threads"`
+	RememberSpeakers int `yaml:"remember_speakers"`
+	// RememberVoices: how many of the last voices heard (pitch ranges, no
+	// device id) a session nobody remembers may borrow its register's
+	// from; 0 = none.
+	RememberVoices int           `yaml:"remember_voices"`
+	RememberFor    time.Duration `yaml:"remember_for"`
+	Threads        int           `yaml:"threads"`
 	// Speculative starts the answer on a pause before the turn is committed.
 	Speculative bool `yaml:"speculative"`
 	// PauseFinal: at a pause whose partial scores at least this, the
@@ -397,7 +401,7 @@ func Default() Config {
 			EarlyStart:            EarlyStartAuto,
 			EarlyStartStableMs:    150,
 			Turn: Turn{Mode: "semantic", Model: "models/voxpipe-eou-q8_0.gguf", MinSilenceMs: 200, MaxSilenceMs: 1300,
-				Threshold: 0.5, DoubtMs: 800, IntonationYield: 0.7, RememberSpeakers: 10000, RememberFor: 24 * time.Hour, Threads: 1, Speculative: true, PauseFinal: 0.1,
+				Threshold: 0.5, DoubtMs: 800, IntonationYield: 0.7, RememberSpeakers: 10000, RememberVoices: 32, RememberFor: 24 * time.Hour, Threads: 1, Speculative: true, PauseFinal: 0.1,
 				PauseFinalMs: 300},
 			LLMStallTimeout: 15 * time.Second,
 			MaxTurn:         60 * time.Second,

@@ -62,6 +62,7 @@ func (c *Config) Validate() error {
 		v.floatRange("pipeline.turn.intonation_yield", p.Turn.IntonationYield, 0, 5)
 		v.floatRange("pipeline.turn.intonation_hold", p.Turn.IntonationHold, 0, 5)
 		v.intRange("pipeline.turn.remember_speakers", p.Turn.RememberSpeakers, 0, 1000000)
+		v.intRange("pipeline.turn.remember_voices", p.Turn.RememberVoices, 0, 4096)
 		v.durRange("pipeline.turn.remember_for", p.Turn.RememberFor, 0, 30*24*time.Hour)
 		v.intRange("pipeline.turn.threads", p.Turn.Threads, 1, 64)
 		v.floatRange("pipeline.turn.pause_final", p.Turn.PauseFinal, 0, 1)
