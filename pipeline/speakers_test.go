@@ -109,35 +109,40 @@ func TestSpeakerMemoryVoices(t *testing.T) {
 	}
 }
 
+// speakerSession runs a session of device that says speech, whose text
+// scores 0.3, with the intonation cue on (1.5 log-odds), and returns its
+// turn's trace.
+func speakerSession(t *testing.T, mem *SpeakerMemory, device string, speech []int16) Event {
+	t.Helper()
+	var tr Event
+	synctest.Test(t, func(t *testing.T) {
+		c := semanticConfig()
+		c.Turn.Threshold = 0.5
+		c.Turn.IntonationYield = 1.5
+		c.Device = device
+		a, m, s := newBackends([]string{"where is the station"}, answer("North."))
+		h := &harness{t: t, cfg: c, llm: m, tts: s, obs: &recObserver{}}
+		sess, err := NewSession("test", c, Backends{ASR: a, LLM: m, TTS: s, EOU: &fixedScorer{score: 0.3}, Speakers: mem}, h.obs, zerolog.Nop())
+		if err != nil {
+			t.Fatalf("NewSession: %v", err)
+		}
+		h.start(sess, m)
+		h.audio(false, 200)
+		h.say(speech)
+		h.audio(false, 1500)
+		tr = *events(h.until("trace event", isEvent(EventTrace)), EventTrace)[0]
+		h.close()
+	})
+	return tr
+}
+
 // TestSpeakerRememberedAcrossSessions: a device's second session places
 // the end of its first, short phrase in the speaker's range learnt by the
 // first session, and commits it on the falling ending's cue; a session of
 // another device, or of the same device with another voice, cannot.
 func TestSpeakerRememberedAcrossSessions(t *testing.T) {
 	mem := NewSpeakerMemory(16, 0, time.Hour)
-	cfg := semanticConfig()
-	cfg.Turn.Threshold = 0.5
-	cfg.Turn.IntonationYield = 1.5
-	session := func(device string, speech []int16) Event {
-		var tr Event
-		synctest.Test(t, func(t *testing.T) {
-			c := cfg
-			c.Device = device
-			a, m, s := newBackends([]string{"where is the station"}, answer("North."))
-			h := &harness{t: t, cfg: c, llm: m, tts: s, obs: &recObserver{}}
-			sess, err := NewSession("test", c, Backends{ASR: a, LLM: m, TTS: s, EOU: &fixedScorer{score: 0.3}, Speakers: mem}, h.obs, zerolog.Nop())
-			if err != nil {
-				t.Fatalf("NewSession: %v", err)
-			}
-			h.start(sess, m)
-			h.audio(false, 200)
-			h.say(speech)
-			h.audio(false, 1500)
-			tr = *events(h.until("trace event", isEvent(EventTrace)), EventTrace)[0]
-			h.close()
-		})
-		return tr
-	}
+	session := func(device string, speech []int16) Event { return speakerSession(t, mem, device, speech) }
 	// 0.6 s, falling to the bottom of a 100-160 Hz voice.
 	phrase := append(glide(300, 16000, 140, 130), glide(300, 16000, 125, 95)...)
 	if tr := session("kitchen", phrase); tr.Intonation != nil {
@@ -170,29 +175,7 @@ func TestSpeakerRememberedAcrossSessions(t *testing.T) {
 // another register borrows nothing.
 func TestVoiceBorrowedForRegister(t *testing.T) {
 	mem := NewSpeakerMemory(16, 8, time.Hour)
-	cfg := semanticConfig()
-	cfg.Turn.Threshold = 0.5
-	cfg.Turn.IntonationYield = 1.5
-	session := func(device string, speech []int16) Event {
-		var tr Event
-		synctest.Test(t, func(t *testing.T) {
-			c := cfg
-			c.Device = device
-			a, m, s := newBackends([]string{"where is the station"}, answer("North."))
-			h := &harness{t: t, cfg: c, llm: m, tts: s, obs: &recObserver{}}
-			sess, err := NewSession("test", c, Backends{ASR: a, LLM: m, TTS: s, EOU: &fixedScorer{score: 0.3}, Speakers: mem}, h.obs, zerolog.Nop())
-			if err != nil {
-				t.Fatalf("NewSession: %v", err)
-			}
-			h.start(sess, m)
-			h.audio(false, 200)
-			h.say(speech)
-			h.audio(false, 1500)
-			tr = *events(h.until("trace event", isEvent(EventTrace)), EventTrace)[0]
-			h.close()
-		})
-		return tr
-	}
+	session := func(device string, speech []int16) Event { return speakerSession(t, mem, device, speech) }
 	phrase := append(glide(300, 16000, 140, 130), glide(300, 16000, 125, 95)...)
 	if tr := session("", phrase); tr.Intonation != nil {
 		t.Errorf("the server's first voice: intonation %v, want none (nothing to borrow)", *tr.Intonation)
