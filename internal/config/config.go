@@ -214,9 +214,9 @@ type Turn struct {
 	// remembered between sessions, each for RememberFor
 	// (pipeline.SpeakerMemory); 0 = none.
 	RememberSpeakers int `yaml:"remember_speakers"`
-	// RememberVoices: how many of the last voices heard (pitch ranges, no
-	// device id) a session nobody remembers may borrow its register's
-	// from; 0 = none.
+	// RememberVoices: how many of the last voices heard (pitch ranges,
+	// kept with no device id) are offered to a session nobody remembers,
+	// which borrows the one of its register; 0 = none.
 	RememberVoices int           `yaml:"remember_voices"`
 	RememberFor    time.Duration `yaml:"remember_for"`
 	Threads        int           `yaml:"threads"`

@@ -154,6 +154,7 @@ func TestValidateRejects(t *testing.T) {
 		{"pipeline.early_start", "sometimes", "pipeline.early_start"},
 		{"pipeline.early_start_stable_ms", "-5", "pipeline.early_start_stable_ms"},
 		{"pipeline.turn.pause_final_ms", "-1", "pipeline.turn.pause_final_ms"},
+		{"pipeline.turn.remember_voices", "5000", "pipeline.turn.remember_voices"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
