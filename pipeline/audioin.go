@@ -153,9 +153,8 @@ func (a *audioIn) recallSpeaker(mem *SpeakerMemory, device string) {
 	if p, ok := mem.Recall(device); ok {
 		a.into.Recall(p)
 		a.log.Debug().Str("device", device).Msg("starting from the speaker's pitch range remembered for the device")
-		return
 	}
-	a.into.RecallRegister(mem.Voices())
+	a.into.RecallRegister(mem.Voices()) // for another speaker at the device, too
 }
 
 // endScore is the utterance's end-of-utterance score with the current

@@ -28,6 +28,7 @@ type Intonation struct {
 	// holds those frames alone; lo and hi are the profile's 10th and 90th
 	// percentiles.
 	checking bool
+	recalled bool // a profile was recalled (Recall)
 	own      [histBins]float32
 	ownSum   float32
 	lo, hi   float64
@@ -155,7 +156,7 @@ func (t *Intonation) Recall(p PitchProfile) {
 	}
 	t.hist, t.histSum = p.hist, p.sum
 	t.lo, t.hi = percentile(&p.hist, p.sum, 0.1), percentile(&p.hist, p.sum, 0.9)
-	t.checking = true
+	t.checking, t.recalled = true, true
 }
 
 // RecallRegister is Recall for a speaker nobody remembers: voices holds
@@ -167,10 +168,11 @@ func (t *Intonation) Recall(p PitchProfile) {
 // is then placed in a whole range, where its own frames alone would put it
 // at the bottom of the little heard so far. If no voice matches, the
 // session learns alone. Profile keeps returning this session's frames
-// only. Call it before the first frame, instead of Recall; voices that are
-// not Known are passed over. The tracker keeps the slice.
+// only. Call it before the first frame; after Recall, the voices are
+// offered only if the recalled profile turns out to be another speaker's.
+// Voices that are not Known are passed over. The tracker keeps the slice.
 func (t *Intonation) RecallRegister(voices []PitchProfile) {
-	if t.count > 0 || t.checking || len(voices) == 0 {
+	if t.count > 0 || len(voices) == 0 {
 		return
 	}
 	t.voices, t.checking = voices, true
@@ -182,10 +184,18 @@ func (t *Intonation) RecallRegister(voices []PitchProfile) {
 func (t *Intonation) checkSpeaker() {
 	t.checking = false
 	med := percentile(&t.own, t.ownSum, 0.5)
-	if t.voices != nil {
+	voices := t.voices
+	t.voices = nil
+	if t.recalled {
+		if med >= t.lo-speakerMarginSt && med <= t.hi+speakerMarginSt {
+			return // the remembered speaker
+		}
+		t.hist, t.histSum = t.own, t.ownSum
+	}
+	if voices != nil {
 		best, bestD := -1, float64(registerMatchSt)
-		for i := range t.voices {
-			v := &t.voices[i]
+		for i := range voices {
+			v := &voices[i]
 			if !v.Known() {
 				continue
 			}
@@ -196,17 +206,12 @@ func (t *Intonation) checkSpeaker() {
 			}
 		}
 		if best >= 0 {
-			v := &t.voices[best]
+			v := &voices[best]
 			for i := range t.hist {
 				t.hist[i] = v.hist[i] + t.own[i]
 			}
 			t.histSum, t.borrowed = v.sum+t.ownSum, true
 		}
-		t.voices = nil
-		return
-	}
-	if med < t.lo-speakerMarginSt || med > t.hi+speakerMarginSt {
-		t.hist, t.histSum = t.own, t.ownSum
 	}
 }
 

@@ -252,6 +252,27 @@ func TestIntonationRecallRegister(t *testing.T) {
 		t.Errorf("a 160 ms first word: %+v, want no place in the range yet", c)
 	}
 
+	// At a device remembered for the man, a woman's voice drops his
+	// profile and borrows the high voice; the man keeps his own.
+	highPhrase := append(voice(320*15, 300, 280), voice(320*15, 270, 215)...)
+	woman, _ := NewIntonation(16000, 320)
+	woman.Recall(low)
+	woman.RecallRegister(voices)
+	speak(woman, highPhrase)
+	if c := woman.Ending(); !(c.Range <= 0.2) {
+		t.Errorf("another register at a remembered device: %+v, want the bottom of the borrowed range", c)
+	}
+	again, _ := NewIntonation(16000, 320)
+	again.Recall(low)
+	again.RecallRegister([]PitchProfile{high})
+	speak(again, phrase)
+	if c := again.Ending(); !(c.Range <= 0.2) {
+		t.Errorf("the remembered speaker, voices offered too: %+v, want the bottom of his range", c)
+	}
+	if p := again.Profile(); !p.Known() {
+		t.Errorf("the remembered speaker's profile: %v frames, want his remembered ones kept", p.sum)
+	}
+
 	// A mid phrase ending level, high in the man's range, reads high in
 	// the borrowed range.
 	level, _ := NewIntonation(16000, 320)
