@@ -42,7 +42,7 @@ type SpeakerMemory struct {
 	now     func() time.Time
 	devices map[string]*list.Element // of *speakerEntry
 	recent  list.List                // most recently remembered first
-	voices  []speakerEntry           // a ring of the last len(voices) Known profiles; device ""
+	voices  []speakerEntry           // a ring of the last len(voices) voices heard; device ""
 	nvoices int                      // profiles put in the ring so far
 }
 
@@ -63,8 +63,9 @@ func NewSpeakerMemory(maxDevices, voices int, ttl time.Duration) *SpeakerMemory 
 		voices: make([]speakerEntry, max(0, voices))}
 }
 
-// Voices returns the profiles of the last voices heard (not expired), for
-// a session whose speaker nobody remembers; nil when there are none.
+// Voices returns the profiles of the last voices heard that know their
+// speaker's range (and have not expired), for a session whose speaker
+// nobody remembers; nil when there are none.
 func (m *SpeakerMemory) Voices() []audio.PitchProfile {
 	if m == nil {
 		return nil
@@ -74,7 +75,7 @@ func (m *SpeakerMemory) Voices() []audio.PitchProfile {
 	var out []audio.PitchProfile
 	now := m.now()
 	for i := range min(m.nvoices, len(m.voices)) {
-		if e := &m.voices[i]; now.Sub(e.at) <= m.ttl {
+		if e := &m.voices[i]; e.pitch.Known() && now.Sub(e.at) <= m.ttl {
 			out = append(out, e.pitch)
 		}
 	}
@@ -101,10 +102,10 @@ func (m *SpeakerMemory) Recall(device string) (audio.PitchProfile, bool) {
 	return e.pitch, true
 }
 
-// Remember stores device's profile, replacing the one before, and a
-// profile that knows its speaker's range among the last voices; a profile
-// of under 0.4 s of voice (not Heard) is ignored, and so is the device
-// part for an empty or over-long id.
+// Remember stores device's profile, replacing the one before, and keeps
+// it among the last voices (rememberVoice); a profile of under 0.4 s of
+// voice (not Heard) is ignored, and so is the device part for an empty or
+// over-long id.
 func (m *SpeakerMemory) Remember(device string, p audio.PitchProfile) {
 	if m == nil || !p.Heard() {
 		return
@@ -112,10 +113,7 @@ func (m *SpeakerMemory) Remember(device string, p audio.PitchProfile) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	if p.Known() && len(m.voices) > 0 {
-		m.voices[m.nvoices%len(m.voices)] = speakerEntry{pitch: p, at: now}
-		m.nvoices++
-	}
+	m.rememberVoice(p, now)
 	if device == "" || len(device) > MaxDeviceIDBytes || m.max == 0 {
 		return
 	}
@@ -131,6 +129,30 @@ func (m *SpeakerMemory) Remember(device string, p audio.PitchProfile) {
 		m.recent.Remove(old)
 		delete(m.devices, old.Value.(*speakerEntry).device)
 	}
+}
+
+// rememberVoice keeps p among the last voices. A profile too short to know
+// its speaker's range (a single short question) adds to the most recent
+// voice of its register that does not know one yet, so that sessions of
+// short questions add up to a range as a device's do; failing that it
+// starts a voice of its own. Voices that know no range are never lent.
+func (m *SpeakerMemory) rememberVoice(p audio.PitchProfile, now time.Time) {
+	n := len(m.voices)
+	if n == 0 {
+		return
+	}
+	if !p.Known() {
+		for k := 1; k <= min(m.nvoices, n); k++ {
+			e := &m.voices[(m.nvoices-k)%n]
+			if !e.pitch.Known() && now.Sub(e.at) <= m.ttl && e.pitch.SameRegister(p) {
+				e.pitch.Add(p)
+				e.at = now
+				return
+			}
+		}
+	}
+	m.voices[m.nvoices%n] = speakerEntry{pitch: p, at: now}
+	m.nvoices++
 }
 
 // Len is the number of devices remembered (expired ones included until

@@ -75,7 +75,7 @@ func TestSpeakerMemory(t *testing.T) {
 
 func TestSpeakerMemoryVoices(t *testing.T) {
 	now := time.Unix(1000, 0)
-	m := NewSpeakerMemory(0, 2, time.Hour) // voices only
+	m := NewSpeakerMemory(0, 3, time.Hour) // voices only
 	if m == nil {
 		t.Fatal("no devices but 2 voices: want a memory")
 	}
@@ -101,7 +101,13 @@ func TestSpeakerMemoryVoices(t *testing.T) {
 		m.Remember("", short)
 	}
 	if v := m.Voices(); len(v) != 2 || v[0] != p || v[1] != p {
-		t.Errorf("voices %d, want the 2 known profiles (the short one left out)", len(v))
+		t.Errorf("voices %d, want the 2 known profiles (the short one not lent)", len(v))
+	}
+	// A second short session of that register adds to the first: together
+	// they know a range, and take no slot of their own.
+	m.Remember("", in.Profile())
+	if v := m.Voices(); len(v) != 3 {
+		t.Errorf("voices %d after two short sessions of one register, want 3", len(v))
 	}
 	now = now.Add(time.Hour + time.Second)
 	if v := m.Voices(); v != nil {

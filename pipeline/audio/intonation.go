@@ -134,6 +134,25 @@ func (p PitchProfile) Known() bool { return p.sum >= rangeMinFrames }
 // question is shorter than the 1 s a range needs still gets one.
 func (p PitchProfile) Heard() bool { return p.sum >= speakerCheckFrames }
 
+// SameRegister reports whether q's median pitch lies within 2 semitones
+// of p's (registerMatchSt): the same kind of voice, if not the same
+// person. False when either is empty.
+func (p PitchProfile) SameRegister(q PitchProfile) bool {
+	if p.sum <= 0 || q.sum <= 0 {
+		return false
+	}
+	return math.Abs(percentile(&p.hist, p.sum, 0.5)-percentile(&q.hist, q.sum, 0.5)) <= registerMatchSt
+}
+
+// Add counts q's voiced frames into p: short sessions of one register
+// add up to a range, as a device's do.
+func (p *PitchProfile) Add(q PitchProfile) {
+	for i := range p.hist {
+		p.hist[i] += q.hist[i]
+	}
+	p.sum += q.sum
+}
+
 // Profile returns the speaker's pitch as heard so far (a recalled profile
 // included once this session's speech matched it; a borrowed voice never).
 func (t *Intonation) Profile() PitchProfile {

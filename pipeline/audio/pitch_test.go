@@ -221,6 +221,15 @@ func TestIntonationRecallRegister(t *testing.T) {
 	high := heard([][2]float64{{260, 320}, {320, 240}, {220, 280}, {300, 220}})
 	short := heard([][2]float64{{130, 120}}) // 0.5 s: heard, but no range
 	voices := []PitchProfile{high, short, low}
+	if !low.SameRegister(short) || low.SameRegister(high) || low.SameRegister(PitchProfile{}) {
+		t.Error("SameRegister: want the low voice and the 125 Hz one alike, the high voice and nothing not")
+	}
+	thrice := short
+	thrice.Add(short)
+	thrice.Add(short)
+	if !thrice.Known() || thrice.sum != 3*short.sum {
+		t.Errorf("three 0.5 s profiles added: %v frames, want %v and a known range", thrice.sum, 3*short.sum)
+	}
 
 	// Another man's first phrase, falling to the bottom: placed in the low
 	// voice's range, where alone it would have no place yet.
