@@ -14,7 +14,7 @@ import (
 // the strongest turn-holding cue found in dialogue corpora).
 type Intonation struct {
 	pitch *Pitch
-	// The last contourSlopeFrames speech frames: semitones over
+	// The last contourLookbackFrames speech frames: semitones over
 	// pitchRefHz, NaN where unvoiced.
 	ring  []float32
 	next  int
@@ -47,6 +47,11 @@ const (
 	contourEndFrames = 5
 	// contourSlopeFrames: the direction is fitted over this many (300 ms).
 	contourSlopeFrames = 15
+	// contourLookbackFrames: when the last 300 ms hold fewer than 3
+	// voiced frames (a final fricative, creak, the VAD's trailing frames
+	// of breath or room), the window ends at the last voiced frame within
+	// this many (600 ms) instead: the ending is the last voiced syllable's.
+	contourLookbackFrames = 30
 	pitchRefHz         = 55.0 // semitone 0
 	histBinSt          = 0.5
 	histBins           = 80 // 0..40 semitones: 55-550 Hz
@@ -83,7 +88,7 @@ func NewIntonation(rate, frameSamples int) (*Intonation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Intonation{pitch: p, ring: make([]float32, contourSlopeFrames),
+	return &Intonation{pitch: p, ring: make([]float32, contourLookbackFrames),
 		last: make([]float32, 0, contourSlopeFrames), sorted: make([]float32, 0, contourSlopeFrames),
 		end: make([]float32, 0, contourSlopeFrames)}, nil
 }
@@ -255,8 +260,9 @@ func (t *Intonation) Listen(frame []int16, silentFrames int) (c Contour, ended b
 
 // Contour describes the end of the speech so far.
 type Contour struct {
-	// Voiced frames among the last contourSlopeFrames; the rest is
-	// meaningless when it is under 3.
+	// Voiced frames among the 300 ms the contour was taken over (the last
+	// 300 ms of speech, or those up to its last voiced frame when they
+	// held under 3); the rest is meaningless when it is under 3.
 	Voiced int
 	// Range is where the ending's pitch lies in the speaker's 10th-90th
 	// percentile range (0 = the bottom, 1 = the top); NaN until the
@@ -272,10 +278,22 @@ type Contour struct {
 func (t *Intonation) Ending() Contour {
 	c := Contour{Range: math.NaN()}
 	n := min(t.count, len(t.ring))
-	// The ring's frames, oldest first.
+	// The window ends at the newest frame, or at the last voiced one if the
+	// newest contourSlopeFrames hold under 3 voiced.
+	stop := 0
+	if t.voicedIn(0, min(n, contourSlopeFrames)) < 3 {
+		for b := 0; b < n; b++ {
+			if !math.IsNaN(float64(t.back(b))) {
+				stop = b
+				break
+			}
+		}
+	}
+	w := min(contourSlopeFrames, n-stop)
+	// The window's frames, oldest first.
 	last := t.last[:0]
-	for i := range n {
-		last = append(last, t.ring[(t.next-n+i+len(t.ring))%len(t.ring)])
+	for i := w - 1; i >= 0; i-- {
+		last = append(last, t.back(stop+i))
 	}
 	voiced := t.sorted[:0]
 	for _, v := range last {
@@ -326,6 +344,22 @@ func (t *Intonation) Ending() Contour {
 		c.Range = (e - p10) / (p90 - p10)
 	}
 	return c
+}
+
+// back is the pitch of the speech frame b frames before the newest.
+func (t *Intonation) back(b int) float32 {
+	return t.ring[(t.next-1-b+2*len(t.ring))%len(t.ring)]
+}
+
+// voicedIn counts the voiced frames among back(from) .. back(from+n-1).
+func (t *Intonation) voicedIn(from, n int) int {
+	v := 0
+	for b := from; b < from+n; b++ {
+		if !math.IsNaN(float64(t.back(b))) {
+			v++
+		}
+	}
+	return v
 }
 
 // percentile q of a pitch histogram with total weight sum, in semitones.

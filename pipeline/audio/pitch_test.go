@@ -92,6 +92,21 @@ func TestIntonationEndings(t *testing.T) {
 	if level.Range < 0.3 || level.Range > 0.8 || math.Abs(level.Slope) > 3 {
 		t.Errorf("a level ending in mid range: %+v", level)
 	}
+	// A fall, then 360 ms that the VAD still calls speech but have no
+	// pitch (a final "s", breath): the ending is the fall's.
+	rng := rand.New(rand.NewPCG(3, 4))
+	hiss := make([]int16, 320*18)
+	for i := range hiss {
+		hiss[i] = int16(rng.NormFloat64() * 300)
+	}
+	tail := contourOf(t, append(voice(320*20, 130, 95), hiss...))
+	if tail.Voiced < 3 || tail.Range > 0.2 || tail.Slope > -10 {
+		t.Errorf("a fall, then 360 ms unvoiced: %+v, want the fall's ending", tail)
+	}
+	long := contourOf(t, append(voice(320*20, 130, 95), append(hiss, hiss...)...))
+	if long.Voiced >= 3 {
+		t.Errorf("a fall, then 720 ms unvoiced: %+v, want nothing voiced in reach", long)
+	}
 	fresh, _ := NewIntonation(16000, 320)
 	if c := fresh.Ending(); c.Voiced != 0 || !math.IsNaN(c.Range) {
 		t.Errorf("no speech yet: %+v", c)
