@@ -52,9 +52,9 @@ const (
 	// of breath or room), the window ends at the last voiced frame within
 	// this many (600 ms) instead: the ending is the last voiced syllable's.
 	contourLookbackFrames = 30
-	pitchRefHz         = 55.0 // semitone 0
-	histBinSt          = 0.5
-	histBins           = 80 // 0..40 semitones: 55-550 Hz
+	pitchRefHz            = 55.0 // semitone 0
+	histBinSt             = 0.5
+	histBins              = 80 // 0..40 semitones: 55-550 Hz
 	// histDecay per voiced frame: the range follows the speaker over about
 	// 15 s of voiced speech.
 	histDecay = 0.9985
@@ -146,8 +146,11 @@ func (p PitchProfile) SameRegister(q PitchProfile) bool {
 	if p.sum <= 0 || q.sum <= 0 {
 		return false
 	}
-	return math.Abs(percentile(&p.hist, p.sum, 0.5)-percentile(&q.hist, q.sum, 0.5)) <= registerMatchSt
+	return math.Abs(p.median()-q.median()) <= registerMatchSt
 }
+
+// median is the profile's median pitch in semitones.
+func (p *PitchProfile) median() float64 { return percentile(&p.hist, p.sum, 0.5) }
 
 // Add counts q's voiced frames into p: short sessions of one register
 // add up to a range, as a device's do.
@@ -224,7 +227,7 @@ func (t *Intonation) checkSpeaker() {
 				continue
 			}
 			lo, hi := percentile(&v.hist, v.sum, 0.1), percentile(&v.hist, v.sum, 0.9)
-			d := math.Abs(percentile(&v.hist, v.sum, 0.5) - med)
+			d := math.Abs(v.median() - med)
 			if med >= lo-speakerMarginSt && med <= hi+speakerMarginSt && d <= bestD {
 				best, bestD = i, d
 			}
@@ -281,7 +284,7 @@ func (t *Intonation) Ending() Contour {
 	// The window ends at the newest frame, or at the last voiced one if the
 	// newest contourSlopeFrames hold under 3 voiced.
 	stop := 0
-	if t.voicedIn(0, min(n, contourSlopeFrames)) < 3 {
+	if t.voicedIn(min(n, contourSlopeFrames)) < 3 {
 		for b := 0; b < n; b++ {
 			if !math.IsNaN(float64(t.back(b))) {
 				stop = b
@@ -351,10 +354,10 @@ func (t *Intonation) back(b int) float32 {
 	return t.ring[(t.next-1-b+2*len(t.ring))%len(t.ring)]
 }
 
-// voicedIn counts the voiced frames among back(from) .. back(from+n-1).
-func (t *Intonation) voicedIn(from, n int) int {
+// voicedIn counts the voiced frames among the newest n.
+func (t *Intonation) voicedIn(n int) int {
 	v := 0
-	for b := from; b < from+n; b++ {
+	for b := range n {
 		if !math.IsNaN(float64(t.back(b))) {
 			v++
 		}
