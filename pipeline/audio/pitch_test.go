@@ -221,6 +221,16 @@ func TestIntonationRecall(t *testing.T) {
 	}
 }
 
+// listened is a new tracker that recalled the device's profile (if
+// device has any frames) and was offered voices, after it heard pcm.
+func listened(device PitchProfile, voices []PitchProfile, pcm []int16) *Intonation {
+	in, _ := NewIntonation(16000, 320)
+	in.Recall(device)
+	in.RecallRegister(voices)
+	speak(in, pcm)
+	return in
+}
+
 func TestIntonationRecallRegister(t *testing.T) {
 	// Voices heard earlier: a low one (a man's, around 100-160 Hz) and a
 	// high one (around 220-320 Hz), each over 2 s.
@@ -249,9 +259,7 @@ func TestIntonationRecallRegister(t *testing.T) {
 	// Another man's first phrase, falling to the bottom: placed in the low
 	// voice's range, where alone it would have no place yet.
 	phrase := append(voice(320*15, 140, 130), voice(320*15, 130, 95)...)
-	man, _ := NewIntonation(16000, 320)
-	man.RecallRegister(voices)
-	speak(man, phrase)
+	man := listened(PitchProfile{}, voices, phrase)
 	if c := man.Ending(); !(c.Range <= 0.2) {
 		t.Errorf("a low voice's first phrase with voices to borrow: %+v, want the bottom of the range", c)
 	}
@@ -261,35 +269,23 @@ func TestIntonationRecallRegister(t *testing.T) {
 	}
 
 	// A child's voice (around 350-400 Hz) is no one's register here.
-	child, _ := NewIntonation(16000, 320)
-	child.RecallRegister(voices)
-	speak(child, append(voice(320*15, 420, 400), voice(320*15, 400, 350)...))
+	child := listened(PitchProfile{}, voices, append(voice(320*15, 420, 400), voice(320*15, 400, 350)...))
 	if c := child.Ending(); !math.IsNaN(c.Range) {
 		t.Errorf("a voice unlike any heard: %+v, want no place in the range", c)
 	}
 
 	// Until 0.4 s of voice has shown the register nothing is borrowed.
-	early, _ := NewIntonation(16000, 320)
-	early.RecallRegister(voices)
-	speak(early, voice(320*8, 130, 95))
-	if c := early.Ending(); !math.IsNaN(c.Range) {
+	if c := listened(PitchProfile{}, voices, voice(320*8, 130, 95)).Ending(); !math.IsNaN(c.Range) {
 		t.Errorf("a 160 ms first word: %+v, want no place in the range yet", c)
 	}
 
 	// At a device remembered for the man, a woman's voice drops his
 	// profile and borrows the high voice; the man keeps his own.
 	highPhrase := append(voice(320*15, 300, 280), voice(320*15, 270, 215)...)
-	woman, _ := NewIntonation(16000, 320)
-	woman.Recall(low)
-	woman.RecallRegister(voices)
-	speak(woman, highPhrase)
-	if c := woman.Ending(); !(c.Range <= 0.2) {
+	if c := listened(low, voices, highPhrase).Ending(); !(c.Range <= 0.2) {
 		t.Errorf("another register at a remembered device: %+v, want the bottom of the borrowed range", c)
 	}
-	again, _ := NewIntonation(16000, 320)
-	again.Recall(low)
-	again.RecallRegister([]PitchProfile{high})
-	speak(again, phrase)
+	again := listened(low, []PitchProfile{high}, phrase)
 	if c := again.Ending(); !(c.Range <= 0.2) {
 		t.Errorf("the remembered speaker, voices offered too: %+v, want the bottom of his range", c)
 	}
@@ -299,10 +295,7 @@ func TestIntonationRecallRegister(t *testing.T) {
 
 	// A mid phrase ending level, high in the man's range, reads high in
 	// the borrowed range.
-	level, _ := NewIntonation(16000, 320)
-	level.RecallRegister(voices)
-	speak(level, append(voice(320*15, 120, 135), voice(320*15, 140, 145)...))
-	if c := level.Ending(); !(c.Range >= 0.5) {
+	if c := listened(PitchProfile{}, voices, append(voice(320*15, 120, 135), voice(320*15, 140, 145)...)).Ending(); !(c.Range >= 0.5) {
 		t.Errorf("a phrase ending level and high: %+v, want the upper half of the range", c)
 	}
 }
