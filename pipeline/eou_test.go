@@ -160,6 +160,19 @@ func TestSpeculativeAnswer(t *testing.T) {
 				if final < 0 {
 					t.Fatalf("no final transcript: %s", summarize(outs))
 				}
+				// A promoted turn's held answer text comes before its held
+				// audio, so a client files the audio under this turn.
+				for i, o := range outs[final:] {
+					if !tc.promoted {
+						break
+					}
+					if o.Event != nil && o.Event.Type == EventAnswer {
+						break
+					}
+					if o.Audio != nil {
+						t.Fatalf("audio before the turn's first answer event: %s", summarize(outs[final:final+i+1]))
+					}
+				}
 				tr := events(outs, EventTrace)[0]
 				if tr.Speculative != tc.promoted {
 					t.Errorf("trace speculative %v, want %v", tr.Speculative, tc.promoted)

@@ -139,10 +139,13 @@ func (h *hub) commitSpeculation(text string, utt *traceRec) bool {
 	h.s.histMu.Unlock()
 	h.cur, h.latest = t, t
 	close(t.committed) // the engine serves it like any answer now; the TTS speaks on
-	h.outQ.push(outCtl{release: t})
+	// The held text before the held audio: a client files the audio that
+	// follows an answer event under that event's turn (voxclient lost the
+	// first word of such answers to the turn before).
 	if held := sp.held.String(); held != "" {
 		h.event(&Event{Type: EventAnswer, Turn: t.id, Text: held})
 	}
+	h.outQ.push(outCtl{release: t})
 	h.log.Debug().Int("turn", t.id).Dur("lead", time.Since(sp.started)).Msg("speculative answer committed")
 	if sp.done != nil {
 		h.llm(*sp.done)
