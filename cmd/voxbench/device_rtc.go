@@ -175,7 +175,7 @@ func (d *rtcDevice) session(ctx context.Context, p sessionPlan, report func(turn
 		return err
 	}
 	l := &rtcLink{mic: mic, dc: dc, enc: enc, packet: make([]byte, audio.MaxOpusPacket)}
-	err = converse(ctx, l, rtcRate, p, in, report)
+	err = converse(ctx, l, rtcRate, rtcRate, p, in, report)
 	_ = l.sendJSON(map[string]string{"type": "stop"})
 	return err
 }

@@ -43,6 +43,8 @@ func newDevice(o options) (device, error) {
 		return &wsDevice{url: o.url, encoding: o.encoding, rate: rate}, nil
 	case "rtc":
 		return newRTCDevice(o.url)
+	case "xiaozhi":
+		return newXiaozhiDevice(o.url, o.bargeIn > 0)
 	}
 	return nil, fmt.Errorf("%w: --transport %s is not built yet (use ws)", errCommandLine, o.transport)
 }
@@ -150,7 +152,7 @@ func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	in := newInbox()
 	readErr := make(chan error, 1)
 	go func() { readErr <- wsRead(ws, dec, in) }()
-	err = converse(ctx, &wsLink{ws: ws, enc: enc}, d.rate, p, in, report)
+	err = converse(ctx, &wsLink{ws: ws, enc: enc}, d.rate, d.rate, p, in, report)
 	_ = ws.WriteJSON(map[string]string{"type": "stop"})
 	_ = ws.SetReadDeadline(time.Now().Add(2 * time.Second))
 	for range in.msgs {
@@ -201,14 +203,14 @@ func (l *wsLink) sendAudio(pcm []int16) error {
 
 func (l *wsLink) sendJSON(v any) error { return l.ws.WriteJSON(v) }
 
-// converse is the device's microphone and player, at rate Hz both ways;
-// its goroutine is the only one that sends on l. It sends a frame on every
-// tick of the plan's clock and handles what arrived (in.msgs, in order)
-// when the inbox wakes it or before that frame.
-func converse(ctx context.Context, l link, rate int, p sessionPlan, in *inbox, report func(turnResult)) error {
+// converse is the device's microphone, at rate Hz, and player, at
+// playRate Hz; its goroutine is the only one that sends on l. It sends a
+// frame on every tick of the plan's clock and handles what arrived
+// (in.msgs, in order) when the inbox wakes it or before that frame.
+func converse(ctx context.Context, l link, rate, playRate int, p sessionPlan, in *inbox, report func(turnResult)) error {
 	frame := rate / 50
 	silence := make([]int16, frame)
-	meter := voiceclient.NewMeter(rate, rate)
+	meter := voiceclient.NewMeter(rate, playRate)
 	ticks, stop := p.clock.subscribe(p.phase)
 	defer stop()
 

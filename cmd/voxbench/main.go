@@ -1,6 +1,7 @@
 // Command voxbench measures how many conversations a voxpipe server holds
 // at a latency SLO. It starts N virtual devices against the server (the
-// WebSocket /ws, or WebRTC with --transport rtc), each speaking questions in
+// WebSocket /ws, WebRTC with --transport rtc, or a xiaozhi speaker's
+// protocol with --transport xiaozhi), each speaking questions in
 // real time for several turns, arriving --stagger apart, and reports for
 // every N: heard latency (first audible answer sample received − last
 // speech sample sent, what a person hears) and the server's voice-to-voice
@@ -91,8 +92,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("voxbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.url, "url", "ws://127.0.0.1:8080/ws", "server: the /ws URL (ws) or the server's base URL (rtc)")
-	fs.StringVar(&o.transport, "transport", "ws", "ws (WebSocket /ws) or rtc (WebRTC through /rtc/offer)")
-	fs.StringVar(&o.encoding, "encoding", "pcm16", "ws audio encoding: pcm16 or opus (rtc is always Opus)")
+	fs.StringVar(&o.transport, "transport", "ws", "ws (WebSocket /ws), rtc (WebRTC through /rtc/offer) or xiaozhi (a xiaozhi speaker: OTA, /xiaozhi/v1/, 60 ms Opus; --barge-in listens in realtime mode)")
+	fs.StringVar(&o.encoding, "encoding", "pcm16", "ws audio encoding: pcm16 or opus (rtc and xiaozhi are always Opus)")
 	fs.Var(&o.wavs, "wav", "a question to speak (WAV; F.txt beside it is its reference text); repeatable")
 	fs.StringVar(&o.dir, "dir", "", "a folder of question WAVs (each with an optional .txt reference)")
 	fs.StringVar(&o.voice, "voice", "rms", "flite voice of the built-in question set (slt, rms, awb, kal16)")
@@ -132,8 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.levels = rampLevels
 	}
 	switch {
-	case o.transport != "ws" && o.transport != "rtc":
-		return o, fmt.Errorf("%w: --transport %q: want ws or rtc", errCommandLine, o.transport)
+	case o.transport != "ws" && o.transport != "rtc" && o.transport != "xiaozhi":
+		return o, fmt.Errorf("%w: --transport %q: want ws, rtc or xiaozhi", errCommandLine, o.transport)
 	case o.encoding != "pcm16" && o.encoding != "opus":
 		return o, fmt.Errorf("%w: --encoding %q: want pcm16 or opus", errCommandLine, o.encoding)
 	case o.turns < 1:

@@ -103,7 +103,7 @@ func RunXiaozhi(ctx context.Context, cfg XiaozhiConfig, speech []int16) (*Result
 		cfg.Log = io.Discard
 	}
 	if cfg.OTAURL != "" {
-		if err := otaCheck(ctx, &cfg); err != nil {
+		if err := XiaozhiOTA(ctx, &cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -113,16 +113,9 @@ func RunXiaozhi(ctx context.Context, cfg XiaozhiConfig, speech []int16) (*Result
 	if cfg.Version < 1 || cfg.Version > 3 {
 		return nil, fmt.Errorf("voiceclient: xiaozhi framing version %d (want 1, 2 or 3)", cfg.Version)
 	}
-	h := http.Header{}
-	if cfg.Token != "" {
-		h.Set("Authorization", "Bearer "+cfg.Token)
-	}
-	h.Set("Protocol-Version", fmt.Sprint(cfg.Version))
-	h.Set("Device-Id", cfg.DeviceID)
-	h.Set("Client-Id", cfg.ClientID)
 	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ws, resp, err := websocket.DefaultDialer.DialContext(dialCtx, cfg.URL, h)
+	ws, resp, err := websocket.DefaultDialer.DialContext(dialCtx, cfg.URL, cfg.Header())
 	if err != nil {
 		return nil, dialError(cfg.URL, resp, err)
 	}
@@ -149,9 +142,10 @@ func RunXiaozhi(ctx context.Context, cfg XiaozhiConfig, speech []int16) (*Result
 	return d.result(), err
 }
 
-// otaCheck does the device's boot-time POST and takes the WebSocket from
-// the answer (an mqtt-only answer is an error: the device would leave).
-func otaCheck(ctx context.Context, cfg *XiaozhiConfig) error {
+// XiaozhiOTA does the device's boot-time POST to cfg.OTAURL and takes the
+// WebSocket from the answer: cfg.URL, cfg.Token and, when 0, cfg.Version
+// (an mqtt-only answer is an error: the device would leave).
+func XiaozhiOTA(ctx context.Context, cfg *XiaozhiConfig) error {
 	body, _ := json.Marshal(map[string]any{
 		"version": 2, "language": "en-US", "mac_address": cfg.DeviceID, "uuid": cfg.ClientID,
 		"minimum_free_heap_size": "8000000", // a string, as the firmware sends it
@@ -196,6 +190,18 @@ func otaCheck(ctx context.Context, cfg *XiaozhiConfig) error {
 	return nil
 }
 
+// Header is the WebSocket handshake's headers, as the firmware sends them.
+func (cfg XiaozhiConfig) Header() http.Header {
+	h := http.Header{}
+	if cfg.Token != "" {
+		h.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	h.Set("Protocol-Version", fmt.Sprint(cfg.Version))
+	h.Set("Device-Id", cfg.DeviceID)
+	h.Set("Client-Id", cfg.ClientID)
+	return h
+}
+
 type xzIncoming struct {
 	msg   *xzMessage
 	audio []int16
@@ -236,18 +242,33 @@ func (d *device) send(v map[string]any) error {
 
 // hello sends the firmware's hello and waits for the server's.
 func (d *device) hello() error {
-	if err := d.send(map[string]any{"type": "hello", "version": d.cfg.Version, "transport": "websocket",
+	sid, rate, err := XiaozhiHello(d.ws, d.cfg.Version, d.cfg.HelloTimeout)
+	if err != nil {
+		return err
+	}
+	d.sid, d.rate = sid, rate
+	d.dec, err = audio.NewOpusDecoder(d.rate)
+	d.meter = NewMeter(XiaozhiRate, d.rate)
+	return err
+}
+
+// XiaozhiHello sends the firmware's hello (framing version, 16 kHz 60 ms
+// Opus up) on ws and waits up to timeout for the server's, skipping
+// anything else as the firmware does: it returns the session id and the
+// answer audio's rate. Past timeout the error is ErrNoHello.
+func XiaozhiHello(ws *websocket.Conn, version int, timeout time.Duration) (sid string, rate int, err error) {
+	if err := ws.WriteJSON(map[string]any{"type": "hello", "version": version, "transport": "websocket",
 		"features":     map[string]any{"mcp": true},
 		"audio_params": map[string]any{"format": "opus", "sample_rate": XiaozhiRate, "channels": 1, "frame_duration": 60},
 	}); err != nil {
-		return fmt.Errorf("voiceclient: send hello: %w", err)
+		return "", 0, fmt.Errorf("voiceclient: send hello: %w", err)
 	}
-	deadline := time.Now().Add(d.cfg.HelloTimeout)
+	deadline := time.Now().Add(timeout)
 	for {
-		_ = d.ws.SetReadDeadline(deadline)
-		typ, data, err := d.ws.ReadMessage()
+		_ = ws.SetReadDeadline(deadline)
+		typ, data, err := ws.ReadMessage()
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrNoHello, err)
+			return "", 0, fmt.Errorf("%w: %w", ErrNoHello, err)
 		}
 		var h struct {
 			Type        string `json:"type"`
@@ -260,15 +281,12 @@ func (d *device) hello() error {
 		if typ != websocket.TextMessage || json.Unmarshal(data, &h) != nil || h.Type != "hello" || h.Transport != "websocket" {
 			continue // the firmware ignores anything else until its hello
 		}
-		_ = d.ws.SetReadDeadline(time.Time{})
-		d.sid, d.rate = h.SessionID, h.AudioParams.SampleRate
-		if d.rate == 0 {
-			d.rate = 24000
+		_ = ws.SetReadDeadline(time.Time{})
+		rate = h.AudioParams.SampleRate
+		if rate == 0 {
+			rate = 24000
 		}
-		var err2 error
-		d.dec, err2 = audio.NewOpusDecoder(d.rate)
-		d.meter = NewMeter(XiaozhiRate, d.rate)
-		return err2
+		return h.SessionID, rate, nil
 	}
 }
 
@@ -286,7 +304,7 @@ func (d *device) read(msgs chan<- xzIncoming) {
 			return
 		}
 		if typ == websocket.BinaryMessage {
-			payload, err := xzPayload(d.cfg.Version, data)
+			payload, err := XiaozhiPayload(d.cfg.Version, data)
 			if err == nil {
 				var n int
 				if n, err = d.dec.Decode(payload, pcm); err == nil {
@@ -306,8 +324,9 @@ func (d *device) read(msgs chan<- xzIncoming) {
 	}
 }
 
-// xzPayload strips the v2/v3 header (big-endian sizes).
-func xzPayload(version int, b []byte) ([]byte, error) {
+// XiaozhiPayload is the Opus packet of a binary message in framing
+// version (the v2/v3 header stripped; big-endian sizes).
+func XiaozhiPayload(version int, b []byte) ([]byte, error) {
 	switch version {
 	case 2:
 		if len(b) < 16 || int(binary.BigEndian.Uint32(b[12:])) > len(b)-16 {
@@ -323,6 +342,25 @@ func xzPayload(version int, b []byte) ([]byte, error) {
 	return b, nil
 }
 
+// XiaozhiFrame writes packet into frame in framing version (behind a v2 or
+// v3 header) and returns the binary message: frame needs 16 bytes more
+// than the packet.
+func XiaozhiFrame(version int, packet, frame []byte) []byte {
+	hl := 0
+	switch version {
+	case 2:
+		hl = 16
+		clear(frame[:16])
+		binary.BigEndian.PutUint16(frame, 2)
+		binary.BigEndian.PutUint32(frame[12:], uint32(len(packet)))
+	case 3:
+		hl = 4
+		frame[0], frame[1] = 0, 0
+		binary.BigEndian.PutUint16(frame[2:], uint16(len(packet)))
+	}
+	return frame[:hl+copy(frame[hl:], packet)]
+}
+
 // sendPCM encodes one 60 ms frame with enc and sends it in the session's
 // framing.
 func (d *device) sendPCM(enc *audio.OpusEncoder, pcm []int16, packet, frame []byte) error {
@@ -330,20 +368,7 @@ func (d *device) sendPCM(enc *audio.OpusEncoder, pcm []int16, packet, frame []by
 	if err != nil {
 		return err
 	}
-	hl := 0
-	switch d.cfg.Version {
-	case 2:
-		hl = 16
-		clear(frame[:16])
-		binary.BigEndian.PutUint16(frame, 2)
-		binary.BigEndian.PutUint32(frame[12:], uint32(n))
-	case 3:
-		hl = 4
-		frame[0], frame[1] = 0, 0
-		binary.BigEndian.PutUint16(frame[2:], uint16(n))
-	}
-	copy(frame[hl:], packet[:n])
-	return d.ws.WriteMessage(websocket.BinaryMessage, frame[:hl+n])
+	return d.ws.WriteMessage(websocket.BinaryMessage, XiaozhiFrame(d.cfg.Version, packet[:n], frame))
 }
 
 func (d *device) loop(ctx context.Context, speech []int16, msgs <-chan xzIncoming) error {
