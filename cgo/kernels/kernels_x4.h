@@ -19,15 +19,13 @@
 // acc = fma(float(s)·d_x, d_w, acc), blocks in order; the result is acc. That is the packed Q8_0
 // kernels' arithmetic too, and one convert-scale-accumulate per block instead of one per half block.
 
-// Both settable at build time (CGO_CFLAGS="-O2 -g -DKN_X4_PF=4096"). Llama-3.2-1B shape Q4_0 decode on
-// a Xeon dev VM, 2 threads, two alternated runs each (t/s): no prefetch 15.7, 18.2; 1024 19.8, 21.7;
-// 2048 19.5, 20.3; 4096 17.6, 20.5; 2048 with T1 18.7, 22.2: prefetching pays, the distance and hint
-// were within the noise. On the AMD EPYC (Zen 4) dev VM, 2 threads, 4 alternated rounds, 8 KiB into
-// L2 (T1) against 2 KiB into L1 (T0): Qwen2.5-0.5B Q4_0 decode 1.16x, Llama-3.2-1B Q4_0 1.13x (4 and 16
-// KiB within the noise), prompts unchanged; as the packed Q8_0 tiles (kernels_x8.h).
-#ifndef KN_X4_PF
-#define KN_X4_PF 8192 // bytes ahead to prefetch within a group's nibble stream; 0: none
-#endif
+// The tiles prefetch kn_pf_distance bytes ahead (kernels_amd64.c) with this hint, settable at build
+// time (CGO_CFLAGS="-O2 -g -DKN_X4_HINT=_MM_HINT_T0"). Llama-3.2-1B shape Q4_0 decode on a Xeon dev
+// VM, 2 threads, two alternated runs each (t/s): no prefetch 15.7, 18.2; 1024 bytes ahead 19.8, 21.7;
+// 2048 19.5, 20.3; 4096 17.6, 20.5; 2048 with T1 18.7, 22.2: prefetching pays. On the AMD EPYC (Zen
+// 4) dev VM, 2 threads, 4 alternated rounds, 8 KiB into L2 (T1) against 2 KiB into L1 (T0):
+// Qwen2.5-0.5B Q4_0 decode 1.16x, Llama-3.2-1B Q4_0 1.13x, prompts unchanged; as the packed Q8_0
+// tiles (kernels_x8.h).
 #ifndef KN_X4_HINT
 #define KN_X4_HINT _MM_HINT_T1
 #endif
@@ -60,9 +58,9 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 		acc[k] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 256;
-		if (KN_X4_PF > 0 && pf) {
+		if (pf > 0) {
 			for (int l = 0; l < 256; l += 64)
-				_mm_prefetch((const char *)(wb + KN_X4_PF + l), KN_X4_HINT);
+				_mm_prefetch((const char *)(wb + pf + l), KN_X4_HINT);
 			if ((b & 1) == 0)
 				_mm_prefetch((const char *)(scales + b * 32 + 256), _MM_HINT_T0);
 		}
@@ -111,17 +109,12 @@ static inline __attribute__((always_inline)) __m256i KN_FN(x4blk)(const __m256i 
 	return _mm256_add_epi32(_mm256_madd_epi16(_mm256_add_epi16(a, c), _mm256_set1_epi16(1)), _mm256_set1_epi32(*xs));
 }
 
-// Prefetching in x4row: further ahead than the tiles and into L2 only (T2). Single thread, AVX2 tier,
-// BenchmarkMatVecStream q4_0packed cols1536/4864 against main's T0 at 2048 bytes in the same runs:
-// T2 at 8192 1.17x and 1.08x (at 4096 1.11x, 1.02x; T1 at 4096 1.08x, 1.00x; T2 at 2048 0.99x, 0.85x).
-// 16 KiB since the AMD EPYC (Zen 4) dev VM, 2 threads, decoding 64 tokens, alternated rounds
-// against 8 KiB: Llama-3.2-1B Q4_0 1.08x (6 rounds, 1.01-1.18; 4 rounds 1.08x), Qwen2.5-0.5B Q4_0
-// 1.14x (5, 1.03-1.23), SmolLM2-135M Q4_0 1.19x (5, 0.99-1.26); 32 KiB 1.04x, none 0.89x, 4 KiB
-// into L1 0.91x on Llama-3.2-1B. The same distance for the packed Q8_0 row (KN_X16ROW_PF) and the
-// VNNI tiles (KN_X4_PF) was within the noise (0.97x, 0.99-1.08x).
-#ifndef KN_X4ROW_PF
-#define KN_X4ROW_PF 16384
-#endif
+// Prefetching in x4row: into L2 only (T2). Single thread, AVX2 tier, BenchmarkMatVecStream
+// q4_0packed cols1536/4864 against T0 at 2048 bytes in the same runs: T2 at 8192 1.17x and 1.08x (at
+// 4096 1.11x, 1.02x; T1 at 4096 1.08x, 1.00x; T2 at 2048 0.99x, 0.85x). On the AMD EPYC (Zen 4) dev
+// VM, 2 threads, decoding 64 tokens, alternated rounds, 16 KiB against 8 KiB: Llama-3.2-1B Q4_0
+// 1.08x, Qwen2.5-0.5B Q4_0 1.14x, SmolLM2-135M Q4_0 1.19x; none 0.89x, 4 KiB into L1 0.91x. The
+// distance is now kn_pf_distance's (kernels_amd64.c).
 #ifndef KN_X4ROW_HINT
 #define KN_X4ROW_HINT _MM_HINT_T2
 #endif
@@ -142,9 +135,9 @@ static inline __attribute__((always_inline)) void KN_FN(x4row)(const uint8_t *g,
 	__m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 256;
-		if (KN_X4ROW_PF > 0 && pf) {
+		if (pf > 0) {
 			for (int l = 0; l < 256; l += 64)
-				_mm_prefetch((const char *)(wb + KN_X4ROW_PF + l), KN_X4ROW_HINT);
+				_mm_prefetch((const char *)(wb + pf + l), KN_X4ROW_HINT);
 			if ((b & 1) == 0)
 				_mm_prefetch((const char *)(scales + b * 32 + 256), _MM_HINT_T0);
 		}
@@ -205,9 +198,9 @@ static inline __attribute__((always_inline)) void KN_FN(x4tile)(int nx, const ui
 			acc[k] = _mm256_setzero_ps();
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *wb = g + b * 256 + 32 * h;
-			if (KN_X4_PF > 0 && pf && h == 0) {
+			if (pf > 0 && h == 0) {
 				for (int l = 0; l < 256; l += 64)
-					_mm_prefetch((const char *)(g + b * 256 + KN_X4_PF + l), KN_X4_HINT);
+					_mm_prefetch((const char *)(g + b * 256 + pf + l), KN_X4_HINT);
 				if ((b & 1) == 0)
 					_mm_prefetch((const char *)(scales + b * 32 + 256), _MM_HINT_T0);
 			}
@@ -269,12 +262,13 @@ void KN_FN(kn_matmul_q4_0x16)(float *out, int64_t ldo, const uint8_t *w, int64_t
 	float *xd = KN_FN(scale_buf)(stack, 2 * n * nb);
 	int32_t *xs = (int32_t *)(xd + n * nb);
 	KN_FN(x4sums)(xd, xs, xq, n, xrow, nb);
+	const int pf = kn_pf_distance((r1 - r0 + 15) / 16 * gbytes);
 	for (int64_t r = r0; r < r1; r += 16) {
 		const uint8_t *g = w + (r / 16) * gbytes;
 		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
 		for (int64_t j = 0; j < n; j += KN_X4_NX) {
 			const int nx = n - j < KN_X4_NX ? (int)(n - j) : KN_X4_NX;
-			KN_FN(x4tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
+			KN_FN(x4tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0 ? pf : 0);
 		}
 	}
 	if (xd != stack)

@@ -14,16 +14,13 @@
 // Numerics, identical on both tiers and for every n: per (row, activation row) and block,
 // s = Σ w·x exactly in int32, p = float(s)·d_x, acc = fma(p, d_w, acc); blocks in order.
 
-// Prefetch 8 KiB ahead within a group's stream, into L2 (T1). Both can be set at build time for
-// experiments (CGO_CFLAGS="-O2 -g -DKN_X16_PF=4096 -DKN_X16_HINT=_MM_HINT_T0"). 4 KiB into L1 (T0)
-// was the default until the AMD EPYC (Zen 4) dev VM: there, 2 threads, 4 alternated rounds, T1
-// decoded Qwen2.5-0.5B Q8_0 1.12x, Llama-3.2-1B Q8_0 1.05x and SmolLM2-135M 1.32x faster (4, 8 and 16
-// KiB within the noise of each other), prompts unchanged; a streamed line that lands in L1 4 KiB
-// early is mostly evicted again before its use. The device Xeon had read T1 42.6 against T0 39.7
-// t/s on Qwen2.5-0.5B Q8_0 (medians of 3).
-#ifndef KN_X16_PF
-#define KN_X16_PF 8192
-#endif
+// Prefetch kn_pf_distance bytes ahead within the call's stream (kernels_amd64.c), into L2 (T1).
+// The hint can be set at build time for experiments (CGO_CFLAGS="-O2 -g -DKN_X16_HINT=_MM_HINT_T0").
+// 4 KiB into L1 (T0) was the default until the AMD EPYC (Zen 4) dev VM: there, 2 threads, 4
+// alternated rounds, 8 KiB into L2 (T1) decoded Qwen2.5-0.5B Q8_0 1.12x, Llama-3.2-1B Q8_0 1.05x and
+// SmolLM2-135M 1.32x faster, prompts unchanged; a streamed line that lands in L1 4 KiB early is
+// mostly evicted again before its use. The device Xeon had read T1 42.6 against T0 39.7 t/s on
+// Qwen2.5-0.5B Q8_0 (medians of 3).
 #ifndef KN_X16_HINT
 #define KN_X16_HINT _MM_HINT_T1
 #endif
@@ -61,9 +58,9 @@ static inline __attribute__((always_inline)) void KN_FN(x16tile)(int nx, const u
 		acc[k] = _mm512_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 512;
-		if (pf) {
+		if (pf > 0) {
 			for (int l = 0; l < 512; l += 64)
-				_mm_prefetch((const char *)(wb + KN_X16_PF + l), KN_X16_HINT);
+				_mm_prefetch((const char *)(wb + pf + l), KN_X16_HINT);
 			if ((b & 1) == 0)
 				_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 		}
@@ -120,10 +117,7 @@ static inline __attribute__((always_inline)) void KN_FN(store16)(float *out, __m
 		out[i] = r[i];
 }
 
-// x16row's prefetch distance and hint, settable apart from the tiles' (0: no software prefetch).
-#ifndef KN_X16ROW_PF
-#define KN_X16ROW_PF KN_X16_PF
-#endif
+// x16row's prefetch hint, settable apart from the tiles'.
 #ifndef KN_X16ROW_HINT
 #define KN_X16ROW_HINT KN_X16_HINT
 #endif
@@ -139,9 +133,9 @@ static inline __attribute__((always_inline)) void KN_FN(x16row)(const uint8_t *g
 	__m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
 	for (int64_t b = 0; b < nb; b++) {
 		const uint8_t *wb = g + b * 512;
-		if (KN_X16ROW_PF > 0 && pf) {
+		if (pf > 0) {
 			for (int l = 0; l < 512; l += 64)
-				_mm_prefetch((const char *)(wb + KN_X16ROW_PF + l), KN_X16ROW_HINT);
+				_mm_prefetch((const char *)(wb + pf + l), KN_X16ROW_HINT);
 			if ((b & 1) == 0)
 				_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 		}
@@ -189,9 +183,9 @@ static inline __attribute__((always_inline)) void KN_FN(x16tile)(int nx, const u
 			acc[k] = _mm256_setzero_ps();
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *wb = g + b * 512 + 32 * h;
-			if (pf && h == 0) {
+			if (pf > 0 && h == 0) {
 				for (int l = 0; l < 512; l += 64)
-					_mm_prefetch((const char *)(g + b * 512 + KN_X16_PF + l), KN_X16_HINT);
+					_mm_prefetch((const char *)(g + b * 512 + pf + l), KN_X16_HINT);
 				if ((b & 1) == 0)
 					_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 			}
@@ -264,13 +258,14 @@ void KN_FN(kn_q8_prepare)(const uint8_t *xq, int64_t n, int64_t cols, float *xd,
 void KN_FN(kn_matmul_q8_0x8_prep)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,
 		const uint8_t *xq, int64_t n, const float *xd, const int32_t *xs) {
 	const int64_t nb = cols / 32, xrow = nb * 34, gbytes = nb * 544;
+	const int pf = kn_pf_distance((r1 - r0 + 15) / 16 * gbytes);
 	for (int64_t r = r0; r < r1; r += 16) {
 		const uint8_t *g = w + (r / 16) * gbytes;
 		const int valid = r1 - r < 16 ? (int)(r1 - r) : 16;
 		for (int64_t j = 0; j < n; j += 8) {
 			const int nx = n - j < 8 ? (int)(n - j) : 8;
 			// The first tile streams the group from memory; later ones find it in cache.
-			KN_FN(x16tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0);
+			KN_FN(x16tile_n)(nx, g, nb, xq + j * xrow, xrow, xd + j * nb, xs + j * nb, out + j * ldo + r, ldo, valid, j == 0 ? pf : 0);
 		}
 	}
 }
