@@ -219,7 +219,9 @@ func (r *xzReader) run(in *inbox) error {
 			in.put(wsMsg{ev: &pipeline.Event{Type: pipeline.EventAnswer, Turn: r.turn, Text: m.Text + " "}, at: now}, nil)
 		case m.Type == "tts" && m.State == "stop":
 			r.link.speaking.Store(false)
-			r.link.relisten.Store(true)
+			// The firmware sends listen start again only where speaking
+			// stopped its audio processor: in auto mode, not realtime.
+			r.link.relisten.Store(r.link.mode == voiceclient.ModeAuto)
 			if r.open {
 				r.open = false
 				ev := r.trace()
