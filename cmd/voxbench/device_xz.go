@@ -93,7 +93,7 @@ func (d *xzDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	if err != nil {
 		return err
 	}
-	enc, err := audio.NewOpusEncoder(voiceclient.XiaozhiRate, 32000)
+	enc, err := voiceclient.NewXiaozhiEncoder()
 	if err != nil {
 		return err
 	}

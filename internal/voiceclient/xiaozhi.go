@@ -68,6 +68,18 @@ const (
 	xzBurstFrame = 33 // ~2 s of wake-word audio
 )
 
+// NewXiaozhiEncoder returns a device microphone's encoder: 16 kHz mono Opus
+// at complexity 0, as the firmware configures its own (AS_OPUS_ENC_CONFIG,
+// main/audio/audio_service.h), at 32 kbit/s (the firmware lets libopus
+// choose).
+func NewXiaozhiEncoder() (*audio.OpusEncoder, error) {
+	enc, err := audio.NewOpusEncoder(XiaozhiRate, 32000)
+	if err != nil {
+		return nil, err
+	}
+	return enc, enc.SetComplexity(0)
+}
+
 // ErrNoHello is returned when the server does not answer the hello in time.
 var ErrNoHello = errors.New("voiceclient: no server hello in time (the device closes the connection)")
 
@@ -123,7 +135,7 @@ func RunXiaozhi(ctx context.Context, cfg XiaozhiConfig, speech []int16) (*Result
 	defer ws.Close()
 
 	d := &device{cfg: cfg, ws: ws, turns: map[int]*Turn{}}
-	if d.enc, err = audio.NewOpusEncoder(XiaozhiRate, 32000); err != nil {
+	if d.enc, err = NewXiaozhiEncoder(); err != nil {
 		return nil, err
 	}
 	if err := d.hello(); err != nil {
@@ -381,7 +393,7 @@ func (d *device) loop(ctx context.Context, speech []int16, msgs <-chan xzIncomin
 		// for it and closed after it (AfeAudioEngine::EncodeWakeWordData),
 		// so the speech that follows continues the main encoder's stream:
 		// a server that does not decode the burst stays in step with it.
-		burst, err := audio.NewOpusEncoder(XiaozhiRate, 32000)
+		burst, err := NewXiaozhiEncoder()
 		if err != nil {
 			return err
 		}

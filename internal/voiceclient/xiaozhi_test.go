@@ -269,7 +269,7 @@ func TestRunXiaozhiAnswerBeforeTheAudioEnds(t *testing.T) {
 // packet is what a fresh encoder makes of it: a server that skips the burst
 // (it is not part of the question) decodes the question in step.
 func TestRunXiaozhiBurstOnItsOwnEncoder(t *testing.T) {
-	enc, err := audio.NewOpusEncoder(XiaozhiRate, 32000)
+	enc, err := NewXiaozhiEncoder()
 	if err != nil {
 		t.Skipf("opus unavailable (requires cgo and libopus-dev): %v", err)
 	}

@@ -43,6 +43,19 @@ func NewOpusEncoder(sampleRate, bitrate int) (*OpusEncoder, error) {
 // SampleRate returns the encoder's rate.
 func (e *OpusEncoder) SampleRate() int { return e.sampleRate }
 
+// SetComplexity sets libopus's computational complexity, 0 (cheapest) to
+// 10 (its default, best quality per bit): a client that plays a device
+// encodes as the device does.
+func (e *OpusEncoder) SetComplexity(c int) error {
+	if c < 0 || c > 10 {
+		return fmt.Errorf("%w: complexity %d (want 0..10)", ErrOpus, c)
+	}
+	if err := e.enc.SetComplexity(c); err != nil {
+		return fmt.Errorf("%w: set complexity %d: %w", ErrOpus, c, err)
+	}
+	return nil
+}
+
 // Encode encodes one frame (2.5, 5, 10, 20, 40 or 60 ms; the pipeline uses
 // 20 ms) into dst and returns the packet length. dst should hold
 // MaxOpusPacket bytes; a shorter one may fail with ErrOpus.

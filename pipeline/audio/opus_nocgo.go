@@ -14,6 +14,9 @@ func NewOpusEncoder(sampleRate, bitrate int) (*OpusEncoder, error) { return nil,
 // SampleRate returns the encoder's rate.
 func (e *OpusEncoder) SampleRate() int { return e.sampleRate }
 
+// SetComplexity returns ErrNoCgo.
+func (e *OpusEncoder) SetComplexity(int) error { return ErrNoCgo }
+
 // Encode returns ErrNoCgo.
 func (e *OpusEncoder) Encode(pcm []int16, dst []byte) (int, error) { return 0, ErrNoCgo }
 

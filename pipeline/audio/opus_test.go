@@ -3,6 +3,7 @@
 package audio
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"testing"
@@ -102,6 +103,43 @@ func TestOpusPacketLoss(t *testing.T) {
 	t.Logf("first concealed frame RMS %.0f (signal %.0f)", concealed, rms(src))
 	if concealed < rms(src)/10 {
 		t.Errorf("concealed frame RMS %.0f: silence instead of PLC", concealed)
+	}
+}
+
+// TestOpusComplexity: complexity 0 (a device's encoder) codes speech
+// differently from the default 10, and an out-of-range one is refused.
+func TestOpusComplexity(t *testing.T) {
+	src := goforwardPCM(t)
+	encode := func(c int) []byte {
+		enc, err := NewOpusEncoder(16000, 32000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c >= 0 {
+			if err := enc.SetComplexity(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var all []byte
+		packet := make([]byte, MaxOpusPacket)
+		for i := 0; i+960 <= len(src); i += 960 {
+			n, err := enc.Encode(src[i:i+960], packet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, packet[:n]...)
+		}
+		return all
+	}
+	if def, c10, c0 := encode(-1), encode(10), encode(0); !bytes.Equal(def, c10) || bytes.Equal(c0, c10) {
+		t.Errorf("default and complexity 10 equal: %v; complexity 0 and 10 equal: %v (want true, false)", bytes.Equal(def, c10), bytes.Equal(c0, c10))
+	}
+	enc, err := NewOpusEncoder(16000, 32000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := enc.SetComplexity(11); !errors.Is(err, ErrOpus) {
+		t.Errorf("complexity 11: %v, want ErrOpus", err)
 	}
 }
 
