@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"sync"
 	"time"
 
@@ -31,19 +30,11 @@ const (
 )
 
 func newRTCDevice(raw string) (device, error) {
-	u, err := url.Parse(raw)
+	u, err := httpURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --url %q: %w", errCommandLine, raw, err)
+		return nil, fmt.Errorf("%w: --url: %w", errCommandLine, err)
 	}
-	switch u.Scheme {
-	case "ws", "http":
-		u.Scheme = "http"
-	case "wss", "https":
-		u.Scheme = "https"
-	default:
-		return nil, fmt.Errorf("%w: --url %q: want http:// (or the ws:// URL)", errCommandLine, raw)
-	}
-	u.Path, u.RawQuery = "/rtc/offer", ""
+	u.Path = "/rtc/offer"
 	return &rtcDevice{offerURL: u.String()}, nil
 }
 

@@ -153,7 +153,15 @@ func (d *wsDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	readErr := make(chan error, 1)
 	go func() { readErr <- wsRead(ws, dec, in) }()
 	err = converse(ctx, &wsLink{ws: ws, enc: enc}, d.rate, d.rate, p, in, report)
-	_ = ws.WriteJSON(map[string]string{"type": "stop"})
+	return hangUp(ctx, ws, map[string]string{"type": "stop"}, in, readErr, err)
+}
+
+// hangUp ends a WebSocket session whose conversation ended with err: it
+// sends bye, gives the server 2 s to close, drains the inbox until the
+// reader ends, and returns err, or the reader's error if the session
+// itself had none.
+func hangUp(ctx context.Context, ws *websocket.Conn, bye any, in *inbox, readErr <-chan error, err error) error {
+	_ = ws.WriteJSON(bye)
 	_ = ws.SetReadDeadline(time.Now().Add(2 * time.Second))
 	for range in.msgs {
 	}

@@ -37,19 +37,10 @@ type xzDevice struct {
 const xzPacketSamples = voiceclient.XiaozhiRate * 60 / 1000
 
 func newXiaozhiDevice(raw string, realtime bool) (device, error) {
-	u, err := url.Parse(raw)
+	u, err := httpURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --url %q: %w", errCommandLine, raw, err)
+		return nil, fmt.Errorf("%w: --url: %w", errCommandLine, err)
 	}
-	switch u.Scheme {
-	case "ws", "http":
-		u.Scheme = "http"
-	case "wss", "https":
-		u.Scheme = "https"
-	default:
-		return nil, fmt.Errorf("%w: --url %q: want http:// (the server, or its OTA address)", errCommandLine, raw)
-	}
-	u.RawQuery = ""
 	traces := *u
 	traces.Path = "/traces"
 	if !strings.HasSuffix(u.Path, "/ota/") {
@@ -107,14 +98,7 @@ func (d *xzDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	readErr := make(chan error, 1)
 	go func() { readErr <- r.run(in) }()
 	err = converse(ctx, l, voiceclient.XiaozhiRate, rate, p, in, report)
-	_ = ws.WriteJSON(map[string]string{"type": "goodbye", "session_id": sid})
-	_ = ws.SetReadDeadline(time.Now().Add(2 * time.Second))
-	for range in.msgs {
-	}
-	if rerr := <-readErr; err == nil && rerr != nil && ctx.Err() == nil {
-		err = rerr
-	}
-	return err
+	return hangUp(ctx, ws, map[string]string{"type": "goodbye", "session_id": sid}, in, readErr, err)
 }
 
 // xzLink is the device's microphone: converse's 20 ms frames gathered

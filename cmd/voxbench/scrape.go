@@ -22,12 +22,12 @@ type serverSample struct {
 	dropped, buffered, busy float64
 }
 
-// metricsURL turns the session URL (ws://host/ws, or http://host for
-// rtc) into http://host/metrics.
-func metricsURL(raw string) (string, error) {
+// httpURL parses the --url given (ws://host/ws, or http://host for rtc
+// and xiaozhi) and gives it the matching http or https scheme.
+func httpURL(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	switch u.Scheme {
 	case "ws", "http":
@@ -35,9 +35,19 @@ func metricsURL(raw string) (string, error) {
 	case "wss", "https":
 		u.Scheme = "https"
 	default:
-		return "", fmt.Errorf("url %q: want ws://, wss://, http:// or https://", raw)
+		return nil, fmt.Errorf("url %q: want ws://, wss://, http:// or https://", raw)
 	}
-	u.Path, u.RawQuery = "/metrics", ""
+	u.RawQuery = ""
+	return u, nil
+}
+
+// metricsURL turns the session URL into http://host/metrics.
+func metricsURL(raw string) (string, error) {
+	u, err := httpURL(raw)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/metrics"
 	return u.String(), nil
 }
 
