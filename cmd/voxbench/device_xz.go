@@ -92,7 +92,7 @@ func (d *xzDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 		pcm: make([]int16, 0, xzPacketSamples), packet: make([]byte, audio.MaxOpusPacket),
 		frame: make([]byte, 16+audio.MaxOpusPacket)}
 	q := url.Values{"session": {sid}, "limit": {"1"}}
-	r := &xzReader{ws: ws, dec: dec, rate: rate, version: cfg.Version, link: l,
+	r := &xzReader{ctx: ctx, ws: ws, dec: dec, rate: rate, version: cfg.Version, link: l,
 		tracesURL: d.tracesURL + "?" + q.Encode(), client: &http.Client{Timeout: 2 * time.Second}}
 	in := newInbox()
 	readErr := make(chan error, 1)
@@ -148,6 +148,7 @@ func (l *xzLink) sendJSON(any) error { return nil }
 // xzReader is the connection's only reader: it turns the device protocol
 // into the events converse reads.
 type xzReader struct {
+	ctx       context.Context // the session's: ends a trace read in flight
 	ws        *websocket.Conn
 	dec       *audio.OpusDecoder
 	rate      int
@@ -230,7 +231,11 @@ func (r *xzReader) trace() *pipeline.Event {
 		var got struct {
 			Turns []pipeline.Event `json:"turns"`
 		}
-		resp, err := r.client.Get(r.tracesURL)
+		req, err := http.NewRequestWithContext(r.ctx, http.MethodGet, r.tracesURL, nil)
+		if err != nil {
+			break
+		}
+		resp, err := r.client.Do(req)
 		if err != nil {
 			break
 		}
