@@ -223,8 +223,10 @@ func TestDeviceIdleClose(t *testing.T) {
 	checkLeaks(t)
 	ts := newTestServer(t, nil, func(c *Config, _ *pipeline.Config) { c.IdleTimeout = time.Second })
 	d := dialDevice(t, ts.wsURL(), deviceOpts{})
-	d.sendJSON(map[string]any{"type": "listen", "state": "start", "mode": "auto"})
+	// Before the send: the server may take the listen start (and start its
+	// idle clock) before this goroutine runs again.
 	start := time.Now()
+	d.sendJSON(map[string]any{"type": "listen", "state": "start", "mode": "auto"})
 	go d.streamUntil(func() bool {
 		select {
 		case <-d.readDone:
