@@ -432,7 +432,7 @@ void kn_f32_to_f16_avx2(uint16_t *dst, const float *src, int64_t n) {
 // EPYC (Zen 4) dev VM, 2 threads, alternated rounds, a fixed distance against the 8 KiB before it:
 // Llama-3.2-1B Q4_0 decode 1.05x at 16 KiB, 1.08x at 32, 1.12-1.19x at 64, 1.02x at 128, 1.07x at
 // 256 (calls of 576 KiB-2.2 MiB), Llama-3.2-1B Q8_0 1.12x at 64; but SmolLM2-135M Q8_0 0.92x at 64
-// (calls of about 88 KiB, where 8 KiB was best) and Qwen2.5-0.5B 1.01-1.02x.
+// (attention and FFN calls of 88-235 KiB, where 8 KiB was best) and Qwen2.5-0.5B 1.01-1.02x.
 #ifndef KN_PF_MIN
 #define KN_PF_MIN 8192
 #endif
