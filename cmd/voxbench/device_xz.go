@@ -91,6 +91,7 @@ func (d *xzDevice) session(ctx context.Context, p sessionPlan, report func(turnR
 	l := &xzLink{ws: ws, enc: enc, version: cfg.Version, mode: d.mode, sid: sid,
 		pcm: make([]int16, 0, xzPacketSamples), packet: make([]byte, audio.MaxOpusPacket),
 		frame: make([]byte, 16+audio.MaxOpusPacket)}
+	l.relisten.Store(true) // the device listens from the start
 	q := url.Values{"session": {sid}, "limit": {"1"}}
 	r := &xzReader{ctx: ctx, ws: ws, dec: dec, rate: rate, version: cfg.Version, link: l,
 		tracesURL: d.tracesURL + "?" + q.Encode(), client: &http.Client{Timeout: 2 * time.Second}}
@@ -111,9 +112,9 @@ type xzLink struct {
 	sid           string
 	pcm           []int16 // the packet being gathered
 	packet, frame []byte
-	listening     bool
-	// Set by the reader, in auto mode: speaking from tts start to tts
-	// stop (the microphone is off), relisten once tts stop came.
+	// speaking: from tts start to tts stop (set by the reader; in auto
+	// mode the microphone is off). relisten: listen start goes out before
+	// the next audio (set at the start and, in auto mode, by tts stop).
 	speaking, relisten atomic.Bool
 }
 
@@ -122,8 +123,7 @@ func (l *xzLink) sendAudio(pcm []int16) error {
 		l.pcm = l.pcm[:0]
 		return nil
 	}
-	if !l.listening || l.relisten.Swap(false) {
-		l.listening = true
+	if l.relisten.Swap(false) {
 		if err := l.ws.WriteJSON(map[string]string{"type": "listen", "state": "start", "mode": l.mode, "session_id": l.sid}); err != nil {
 			return err
 		}
