@@ -86,7 +86,7 @@ static inline __attribute__((always_inline)) void kn_amx_tile(const uint8_t *wt,
 	for (int64_t b = 0; b < nb; b += 2) {
 		if (pf) {
 			for (int l = 0; l < 1024; l += 64)
-				_mm_prefetch((const char *)(wt + b * 512 + KN_PF_MIN + l), KN_X16_HINT);
+				_mm_prefetch((const char *)(wt + b * 512 + KN_PF_MIN + l), KN_X16_HINT); // prompts: the fixed 8 KiB
 			_mm_prefetch((const char *)(scales + b * 32 + 128), _MM_HINT_T0);
 		}
 		if (b + 1 < nb)
@@ -156,7 +156,7 @@ void kn_matmul_q4_0x16_amx(float *out, int64_t ldo, const uint8_t *w, int64_t co
 		for (int64_t b = 0; b < nb; b++) {
 			const uint8_t *wb = g + b * 256;
 			for (int l = 0; l < 256; l += 64)
-				_mm_prefetch((const char *)(wb + KN_PF_MIN + l), KN_X4_HINT);
+				_mm_prefetch((const char *)(wb + KN_PF_MIN + l), KN_X4_HINT); // prompts: the fixed 8 KiB
 			for (int q = 0; q < 4; q++) {
 				const __m512i v = _mm512_loadu_si512((const void *)(wb + 64 * q));
 				_mm512_storeu_si512((void *)(ub + b * 512 + 64 * q), _mm512_and_si512(v, m4));
