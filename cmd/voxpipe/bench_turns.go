@@ -53,9 +53,11 @@ Streams complete questions and sentences with pauses to two in-process servers
 (the config, and the config with pipeline.turn.mode=silence) over /ws, and
 prints heard latency p50/p95 over the complete questions and, apart, over
 short everyday turns, and the false cut-off rate over the paused sentences
-for each. --baseline-set pipeline.turn.mode=semantic --baseline-set
-pipeline.turn.model=M compares two end-of-turn scorers instead (the baseline's
-figures are then those labelled silence).
+for each, with 95% intervals, and the paused sentences cut by one server
+only (paired: both heard the same audio). --baseline-set
+pipeline.turn.mode=semantic --baseline-set pipeline.turn.model=M compares two
+end-of-turn scorers instead (the baseline's figures are then those labelled
+silence).
 `
 
 type benchItem struct {
@@ -64,6 +66,7 @@ type benchItem struct {
 	Voice   string `json:"voice,omitempty"`
 	PauseMs int    `json:"pause_ms,omitempty"`
 	Text    string `json:"text,omitempty"`
+	Round   int    `json:"round,omitempty"` // with --rounds: 0, 1, ... (seed + round)
 
 	dir       string  // a recording's folder
 	pcm       []int16 // 16 kHz, lead silence included, no tail
@@ -73,6 +76,7 @@ type benchItem struct {
 
 type itemRun struct {
 	Item    string   `json:"item"`
+	Round   int      `json:"round,omitempty"`
 	Mode    string   `json:"mode"`
 	Finals  []string `json:"finals"`
 	HeardMs *float64 `json:"heard_ms,omitempty"`
@@ -107,6 +111,15 @@ type modeSummary struct {
 	MeanEndSilMs  float64 `json:"complete_mean_end_silence_ms"`
 	ServerV2VP50  float64 `json:"server_v2v_p50_ms"`
 	Errors        int     `json:"errors"`
+	// 95% intervals (bench_stats.go): the quantiles' from order
+	// statistics, [lo, hi] with hi the largest value while the sample is
+	// too small to bound it (HeardP95Open); the cut-off rate's Wilson.
+	HeardP50CI      [2]float64 `json:"heard_p50_ci95_ms"`
+	HeardP95CI      [2]float64 `json:"heard_p95_ci95_ms"`
+	HeardP95Open    bool       `json:"heard_p95_ci95_open,omitempty"`
+	CutOffRateCI    [2]float64 `json:"false_cutoff_rate_ci95"`
+	CutOffsPerRound []int      `json:"false_cutoffs_per_round"`
+
 	completeHeard []float64
 }
 
@@ -116,6 +129,48 @@ type turnsReport struct {
 	Silence  modeSummary       `json:"silence"`
 	Items    []benchItem       `json:"items"`
 	Runs     []itemRun         `json:"runs"`
+	// The paused sentences, each heard by both servers: how the two
+	// differ on the same audio.
+	PairedCutOffs pairedCutOffs `json:"paired_cutoffs"`
+}
+
+type pairedCutOffs struct {
+	Both         int     `json:"both"`
+	SemanticOnly int     `json:"semantic_only"`
+	BaselineOnly int     `json:"baseline_only"` // the server labelled silence
+	McNemarP     float64 `json:"mcnemar_p"`
+}
+
+// pairCutOffs counts the paused sentences cut off by both servers or by one.
+func pairCutOffs(items []benchItem, runs []itemRun) pairedCutOffs {
+	var p pairedCutOffs
+	for i := range items {
+		if items[i].Kind != "paused" {
+			continue
+		}
+		var sem, base bool
+		for _, r := range runs[2*i : 2*i+2] {
+			if r.Mode == "semantic" {
+				sem = r.CutOff
+			} else {
+				base = r.CutOff
+			}
+		}
+		switch {
+		case sem && base:
+			p.Both++
+		case sem:
+			p.SemanticOnly++
+		case base:
+			p.BaselineOnly++
+		}
+	}
+	p.McNemarP = mcnemarP(p.SemanticOnly, p.BaselineOnly)
+	return p
+}
+
+func fmtInterval(v [2]float64) string {
+	return fmt.Sprintf("%.0f-%.0f ms", v[0], v[1])
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -133,6 +188,7 @@ func runBench(ctx context.Context, args []string) error {
 	limit := fs.Int("limit", 0, "at most this many utterances of each kind (0: all)")
 	parallel := fs.Int("parallel", 1, "utterances streamed at once")
 	seed := fs.Uint64("seed", 11, "seed of the pauses and noise")
+	rounds := fs.Int("rounds", 1, "play the corpus this many times, with seeds seed, seed+1, ..., and pool the figures\n(one round's 48 paused sentences are too few to tell a change of 2-3 cut-offs from noise)")
 	logLevel := fs.String("log", "warn", "server log level (debug shows each turn's decisions)")
 	port := fs.Int("port", 0, "loopback ports of the two servers: port and port+1 (0: any free ones)")
 	devices := fs.Bool("devices", false, "stream each voice's utterances (a recording's: its folder's) as one device,\nwhose speaker each server may remember between sessions (pipeline.turn.remember_speakers)")
@@ -140,6 +196,9 @@ func runBench(ctx context.Context, args []string) error {
 	fs.Var(&realDirs, "real-dir", "a folder of WAV recordings by real speakers, each one complete turn, added to the real kind\n(repeatable; e.g. make asr-sets' build/asrsets/asterisk-16k)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	if *rounds < 1 || *rounds > 100 {
+		return fmt.Errorf("%w: --rounds %d (want 1..100)", errCommandLine, *rounds)
 	}
 	cfg, err := loadConfig(*cfgPath, "127.0.0.1:0", sets)
 	if err != nil {
@@ -174,13 +233,6 @@ func runBench(ctx context.Context, args []string) error {
 	// Each server remembers its own speakers, as its config says.
 	be.Speakers, baseBe.Speakers = speakerMemory(cfg), speakerMemory(baseline)
 
-	items, err := benchCorpus(ctx, *seed, *only, *limit, realDirs)
-	if err != nil {
-		return err
-	}
-	if !*jsonOut {
-		fmt.Fprintf(os.Stderr, "bench turns: %d utterances, two servers, parallel %d\n", len(items), *parallel)
-	}
 	urls := map[string]string{}
 	for k, c := range []*config.Config{cfg, baseline} {
 		mode := []string{"semantic", "silence"}[k]
@@ -198,9 +250,60 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	maxWait := time.Duration(max(cfg.Pipeline.Turn.MaxSilenceMs, cfg.Pipeline.VAD.EndSilenceMs, baseline.Pipeline.VAD.EndSilenceMs)) * time.Millisecond
 
+	var items []benchItem
+	var runs []itemRun
+	for r := range *rounds {
+		corpus, err := benchCorpus(ctx, *seed+uint64(r), *only, *limit, realDirs)
+		if err != nil {
+			return err
+		}
+		for i := range corpus {
+			corpus[i].Round = r
+		}
+		if !*jsonOut {
+			fmt.Fprintf(os.Stderr, "bench turns: round %d of %d (seed %d): %d utterances, two servers, parallel %d\n", r+1, *rounds, *seed+uint64(r), len(corpus), *parallel)
+		}
+		items = append(items, corpus...)
+		runs = append(runs, playRound(ctx, corpus, urls, *parallel, *devices, *jsonOut, maxWait)...)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	rep := turnsReport{Items: items, Runs: runs, Config: map[string]string{
+		"mode": cfg.Pipeline.Turn.Mode, "min_silence_ms": fmt.Sprint(cfg.Pipeline.Turn.MinSilenceMs),
+		"max_silence_ms": fmt.Sprint(cfg.Pipeline.Turn.MaxSilenceMs), "threshold": fmt.Sprint(cfg.Pipeline.Turn.Threshold),
+		"speculative": fmt.Sprint(cfg.Pipeline.Turn.Speculative), "baseline_end_silence_ms": fmt.Sprint(baseline.Pipeline.VAD.EndSilenceMs),
+		"rounds": fmt.Sprint(*rounds), "seed": fmt.Sprint(*seed),
+	}}
+	rep.Semantic = summarise("semantic", items, runs)
+	rep.Silence = summarise("silence", items, runs)
+	rep.PairedCutOffs = pairCutOffs(items, runs)
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", " ")
+		rep.Semantic.zeroNaN()
+		rep.Silence.zeroNaN()
+		return enc.Encode(rep)
+	}
+	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
+		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  short turns p50 %4.0f p95 %4.0f ms (n %d)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d, heard p50 %4.0f p95 %4.0f ms  speculative %d  errors %d\n",
+			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.ShortHeardP50, s.ShortHeardP95, s.ShortN, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.RealHeardP50, s.RealHeardP95, s.Speculative, s.Errors)
+		fmt.Printf("%-9s 95%% intervals: heard p50 %s  p95 %s  false cut-offs %.1f-%.1f%%  cut-offs per round %v\n",
+			"", fmtInterval(s.HeardP50CI), fmtInterval(s.HeardP95CI), 100*s.CutOffRateCI[0], 100*s.CutOffRateCI[1], s.CutOffsPerRound)
+	}
+	if p := rep.PairedCutOffs; p.Both+p.SemanticOnly+p.BaselineOnly > 0 {
+		fmt.Printf("paired    paused sentences cut by both %d, semantic only %d, silence only %d (McNemar p %.3g)\n", p.Both, p.SemanticOnly, p.BaselineOnly, p.McNemarP)
+	}
+	return nil
+}
+
+// playRound streams every item of one round to both servers, parallel at
+// a time, each item to one server and then the other (the order
+// alternates), and returns two runs per item in item order.
+func playRound(ctx context.Context, items []benchItem, urls map[string]string, parallel int, devices, quiet bool, maxWait time.Duration) []itemRun {
 	runs := make([]itemRun, 2*len(items))
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, max(1, *parallel))
+	sem := make(chan struct{}, max(1, parallel))
 	for i := range items {
 		modes := []string{"semantic", "silence"}
 		if i%2 == 1 {
@@ -213,13 +316,13 @@ func runBench(ctx context.Context, args []string) error {
 			defer func() { <-sem }()
 			for k, mode := range modes {
 				device := ""
-				if *devices {
+				if devices {
 					device = items[i].device()
 				}
 				r := streamItem(ctx, urls[mode], &items[i], device, maxWait)
-				r.Mode = mode
+				r.Mode, r.Round = mode, items[i].Round
 				runs[2*i+k] = r
-				if !*jsonOut {
+				if !quiet {
 					score := "-"
 					if r.EOUScore != nil {
 						score = fmt.Sprintf("%.2f", *r.EOUScore)
@@ -234,28 +337,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	rep := turnsReport{Items: items, Runs: runs, Config: map[string]string{
-		"mode": cfg.Pipeline.Turn.Mode, "min_silence_ms": fmt.Sprint(cfg.Pipeline.Turn.MinSilenceMs),
-		"max_silence_ms": fmt.Sprint(cfg.Pipeline.Turn.MaxSilenceMs), "threshold": fmt.Sprint(cfg.Pipeline.Turn.Threshold),
-		"speculative": fmt.Sprint(cfg.Pipeline.Turn.Speculative), "baseline_end_silence_ms": fmt.Sprint(baseline.Pipeline.VAD.EndSilenceMs),
-	}}
-	rep.Semantic = summarise("semantic", items, runs)
-	rep.Silence = summarise("silence", items, runs)
-	if *jsonOut {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", " ")
-		rep.Semantic.zeroNaN()
-		rep.Silence.zeroNaN()
-		return enc.Encode(rep)
-	}
-	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
-		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  short turns p50 %4.0f p95 %4.0f ms (n %d)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d, heard p50 %4.0f p95 %4.0f ms  speculative %d  errors %d\n",
-			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.ShortHeardP50, s.ShortHeardP95, s.ShortN, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.RealHeardP50, s.RealHeardP95, s.Speculative, s.Errors)
-	}
-	return nil
+	return runs
 }
 
 type multiFlag []string
@@ -295,7 +377,7 @@ func benchServer(c *config.Config, be pipeline.Backends, addr string, log zerolo
 // zeroNaN puts 0 for the figures a run had nothing to measure for (--only
 // real has no complete questions): JSON has no NaN.
 func (s *modeSummary) zeroNaN() {
-	for _, v := range []*float64{&s.HeardP50Ms, &s.HeardP95Ms, &s.ShortHeardP50, &s.ShortHeardP95, &s.RealHeardP50, &s.RealHeardP95, &s.ServerV2VP50} {
+	for _, v := range []*float64{&s.HeardP50CI[0], &s.HeardP50CI[1], &s.HeardP95CI[0], &s.HeardP95CI[1], &s.HeardP50Ms, &s.HeardP95Ms, &s.ShortHeardP50, &s.ShortHeardP95, &s.RealHeardP50, &s.RealHeardP95, &s.ServerV2VP50} {
 		if math.IsNaN(*v) {
 			*v = 0
 		}
@@ -347,8 +429,12 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 			shortHeard = append(shortHeard, *r.HeardMs)
 		case "paused":
 			s.Paused++
+			for len(s.CutOffsPerRound) <= it.Round {
+				s.CutOffsPerRound = append(s.CutOffsPerRound, 0)
+			}
 			if r.CutOff {
 				s.CutOffs++
+				s.CutOffsPerRound[it.Round]++
 			}
 		case "real":
 			s.Real++
@@ -361,6 +447,10 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 	}
 	s.HeardN = len(s.completeHeard)
 	s.HeardP50Ms, s.HeardP95Ms = percentile(s.completeHeard, 0.5), percentile(s.completeHeard, 0.95)
+	sorted := append([]float64(nil), s.completeHeard...)
+	sort.Float64s(sorted)
+	s.HeardP50CI[0], s.HeardP50CI[1], _ = quantileCI(sorted, 0.5)
+	s.HeardP95CI[0], s.HeardP95CI[1], s.HeardP95Open = quantileCI(sorted, 0.95)
 	s.ServerV2VP50 = percentile(v2v, 0.5)
 	s.RealHeardP50, s.RealHeardP95 = percentile(realHeard, 0.5), percentile(realHeard, 0.95)
 	s.ShortN = len(shortHeard)
@@ -374,6 +464,7 @@ func summarise(mode string, items []benchItem, runs []itemRun) modeSummary {
 	}
 	if s.Paused > 0 {
 		s.CutOffRate = float64(s.CutOffs) / float64(s.Paused)
+		s.CutOffRateCI[0], s.CutOffRateCI[1] = wilson(s.CutOffs, s.Paused)
 	}
 	return s
 }

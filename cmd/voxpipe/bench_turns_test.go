@@ -120,3 +120,32 @@ func TestSpeakPaused(t *testing.T) {
 		}
 	}
 }
+
+// Paused sentences of two rounds: the cut-offs are counted per round and
+// paired between the servers, which heard the same audio.
+func TestTurnsReportRoundsAndPairs(t *testing.T) {
+	items := []benchItem{
+		{Name: "paused-00", Kind: "paused"}, {Name: "paused-01", Kind: "paused"},
+		{Name: "paused-00", Kind: "paused", Round: 1}, {Name: "paused-01", Kind: "paused", Round: 1},
+	}
+	runs := []itemRun{
+		{Item: "paused-00", Mode: "semantic", CutOff: true}, {Item: "paused-00", Mode: "silence", CutOff: true},
+		{Item: "paused-01", Mode: "silence", CutOff: true}, {Item: "paused-01", Mode: "semantic"},
+		{Item: "paused-00", Round: 1, Mode: "semantic", CutOff: true}, {Item: "paused-00", Round: 1, Mode: "silence"},
+		{Item: "paused-01", Round: 1, Mode: "semantic"}, {Item: "paused-01", Round: 1, Mode: "silence", CutOff: true},
+	}
+	sem := summarise("semantic", items, runs)
+	if sem.CutOffs != 2 || sem.Paused != 4 || len(sem.CutOffsPerRound) != 2 || sem.CutOffsPerRound[0] != 1 || sem.CutOffsPerRound[1] != 1 {
+		t.Errorf("semantic %+v", sem)
+	}
+	if lo, hi := wilson(2, 4); sem.CutOffRateCI != [2]float64{lo, hi} {
+		t.Errorf("cut-off interval %v, want %g-%g", sem.CutOffRateCI, lo, hi)
+	}
+	if sil := summarise("silence", items, runs); sil.CutOffs != 3 || sil.CutOffsPerRound[1] != 1 {
+		t.Errorf("silence %+v", sil)
+	}
+	want := pairedCutOffs{Both: 1, SemanticOnly: 1, BaselineOnly: 2, McNemarP: 1}
+	if p := pairCutOffs(items, runs); p != want {
+		t.Errorf("pairs %+v, want %+v", p, want)
+	}
+}
