@@ -169,8 +169,29 @@ func pairCutOffs(items []benchItem, runs []itemRun) pairedCutOffs {
 	return p
 }
 
-func fmtInterval(v [2]float64) string {
-	return fmt.Sprintf("%.0f-%.0f ms", v[0], v[1])
+// printSummary writes one server's figures, each kind only when the run had
+// some, with the 95% intervals after the figure.
+func printSummary(w io.Writer, s modeSummary) {
+	var b strings.Builder
+	if s.HeardN > 0 {
+		p95hi := fmt.Sprintf("%.0f", s.HeardP95CI[1])
+		if s.HeardP95Open {
+			p95hi = "max " + p95hi
+		}
+		fmt.Fprintf(&b, "  heard p50 %.0f ms [%.0f-%.0f]  p95 %.0f ms [%.0f-%s] (n %d, %d without answer)",
+			s.HeardP50Ms, s.HeardP50CI[0], s.HeardP50CI[1], s.HeardP95Ms, s.HeardP95CI[0], p95hi, s.HeardN, s.NoAnswer)
+	}
+	if s.ShortN > 0 {
+		fmt.Fprintf(&b, "  short turns p50 %.0f p95 %.0f ms (n %d)", s.ShortHeardP50, s.ShortHeardP95, s.ShortN)
+	}
+	if s.Paused > 0 {
+		fmt.Fprintf(&b, "  false cut-offs %d/%d (%.1f%% [%.1f-%.1f], per round %v)", s.CutOffs, s.Paused, 100*s.CutOffRate,
+			100*s.CutOffRateCI[0], 100*s.CutOffRateCI[1], s.CutOffsPerRound)
+	}
+	if s.Real > 0 {
+		fmt.Fprintf(&b, "  real recordings cut %d/%d, heard p50 %.0f p95 %.0f ms", s.RealCutOffs, s.Real, s.RealHeardP50, s.RealHeardP95)
+	}
+	fmt.Fprintf(w, "%-9s%s  speculative %d  errors %d\n", s.Mode, b.String(), s.Speculative, s.Errors)
 }
 
 func runBench(ctx context.Context, args []string) error {
@@ -286,10 +307,7 @@ func runBench(ctx context.Context, args []string) error {
 		return enc.Encode(rep)
 	}
 	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
-		fmt.Printf("%-9s heard p50 %4.0f ms  p95 %4.0f ms (n %d, %d without answer)  short turns p50 %4.0f p95 %4.0f ms (n %d)  false cut-offs %d/%d (%.1f%%)  real recordings cut %d/%d, heard p50 %4.0f p95 %4.0f ms  speculative %d  errors %d\n",
-			s.Mode, s.HeardP50Ms, s.HeardP95Ms, s.HeardN, s.NoAnswer, s.ShortHeardP50, s.ShortHeardP95, s.ShortN, s.CutOffs, s.Paused, 100*s.CutOffRate, s.RealCutOffs, s.Real, s.RealHeardP50, s.RealHeardP95, s.Speculative, s.Errors)
-		fmt.Printf("%-9s 95%% intervals: heard p50 %s  p95 %s  false cut-offs %.1f-%.1f%%  cut-offs per round %v\n",
-			"", fmtInterval(s.HeardP50CI), fmtInterval(s.HeardP95CI), 100*s.CutOffRateCI[0], 100*s.CutOffRateCI[1], s.CutOffsPerRound)
+		printSummary(os.Stdout, s)
 	}
 	if p := rep.PairedCutOffs; p.Both+p.SemanticOnly+p.BaselineOnly > 0 {
 		fmt.Printf("paired    paused sentences cut by both %d, semantic only %d, silence only %d (McNemar p %.3g)\n", p.Both, p.SemanticOnly, p.BaselineOnly, p.McNemarP)

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/voxpipe/voxpipe/pipeline/audio"
@@ -147,5 +148,29 @@ func TestTurnsReportRoundsAndPairs(t *testing.T) {
 	want := pairedCutOffs{Both: 1, SemanticOnly: 1, BaselineOnly: 2, McNemarP: 1}
 	if p := pairCutOffs(items, runs); p != want {
 		t.Errorf("pairs %+v, want %+v", p, want)
+	}
+}
+
+// The text report names only the kinds the run had (--only paused prints
+// no NaN latencies) and puts each figure's 95% interval beside it.
+func TestPrintSummary(t *testing.T) {
+	items := []benchItem{{Name: "paused-00", Kind: "paused"}, {Name: "paused-01", Kind: "paused"}}
+	runs := []itemRun{
+		{Item: "paused-00", Mode: "semantic", CutOff: true}, {Item: "paused-00", Mode: "silence"},
+		{Item: "paused-01", Mode: "semantic"}, {Item: "paused-01", Mode: "silence"},
+	}
+	var b strings.Builder
+	printSummary(&b, summarise("semantic", items, runs))
+	got := b.String()
+	if strings.Contains(got, "NaN") || strings.Contains(got, "heard") || !strings.Contains(got, "false cut-offs 1/2 (50.0% [9.5-90.5], per round [1])") {
+		t.Errorf("report %q", got)
+	}
+	ms := func(v float64) *float64 { return &v }
+	items = []benchItem{{Name: "complete-00", Kind: "complete"}}
+	runs = []itemRun{{Item: "complete-00", Mode: "semantic", HeardMs: ms(210)}, {Item: "complete-00", Mode: "silence", HeardMs: ms(560)}}
+	b.Reset()
+	printSummary(&b, summarise("semantic", items, runs))
+	if got := b.String(); !strings.Contains(got, "heard p50 210 ms [210-210]  p95 210 ms [210-max 210] (n 1, 0 without answer)") || strings.Contains(got, "cut-offs") {
+		t.Errorf("report %q", got)
 	}
 }
