@@ -20,7 +20,8 @@
 // alternated rounds, 8 KiB into L2 (T1) decoded Qwen2.5-0.5B Q8_0 1.12x, Llama-3.2-1B Q8_0 1.05x and
 // SmolLM2-135M 1.32x faster, prompts unchanged; a streamed line that lands in L1 4 KiB early is
 // mostly evicted again before its use. The device Xeon had read T1 42.6 against T0 39.7 t/s on
-// Qwen2.5-0.5B Q8_0 (medians of 3).
+// Qwen2.5-0.5B Q8_0 (medians of 3). NTA here and in the x4 tiles: Llama-3.2-1B Q4_0 decode 0.78x
+// (0.73-0.85, 4 alternated rounds, AMD dev VM, session 20).
 #ifndef KN_X16_HINT
 #define KN_X16_HINT _MM_HINT_T1
 #endif
