@@ -77,7 +77,10 @@ func NewXiaozhiEncoder() (*audio.OpusEncoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return enc, enc.SetComplexity(0)
+	if err := enc.SetComplexity(0); err != nil {
+		return nil, err
+	}
+	return enc, nil
 }
 
 // ErrNoHello is returned when the server does not answer the hello in time.
