@@ -19,6 +19,11 @@ const (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// ToolCalls (assistant messages) are the calls the answer made, in
+	// order; Content is the text spoken before them, possibly empty.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID (RoleTool messages) is the ToolCall.ID this result answers.
+	ToolCallID string `json:"tool_call_id,omitempty"`
 }
 
 // Request asks for one streamed answer.
@@ -40,6 +45,10 @@ type Request struct {
 	// Backends that do not schedule may ignore both.
 	Speculative bool
 	Committed   <-chan struct{}
+	// Tools the model may call (tools.go); ToolChoice is one of the
+	// ToolChoice constants.
+	Tools      []Tool
+	ToolChoice string
 }
 
 // Model streams answers. It is safe for concurrent use.
@@ -54,10 +63,13 @@ type Model interface {
 // Token is a piece of streamed text. The last Token has Done (with Usage)
 // or Err set.
 type Token struct {
-	Text  string
-	Err   error
-	Done  bool
-	Usage *Usage
+	Text string
+	// ToolCalls are calls whose arguments are complete, delivered once
+	// each, on any token up to and including the Done one.
+	ToolCalls []ToolCall
+	Err       error
+	Done      bool
+	Usage     *Usage
 }
 
 // Usage counts tokens of one request.
