@@ -8,6 +8,7 @@ import (
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
+	"github.com/voxpipe/voxpipe/tools"
 	"github.com/voxpipe/voxpipe/tts"
 	"github.com/voxpipe/voxpipe/tts/chunk"
 )
@@ -40,6 +41,11 @@ type Backends struct {
 	// session to the next (speakers.go); nil: every session starts knowing
 	// nothing of its speaker.
 	Speakers *SpeakerMemory
+	// Tools are the providers whose tools every turn of the session may
+	// call (built-ins, MCP servers, the device's own); none: turns call no
+	// tools. A transport appends its session's own (a xiaozhi device's MCP
+	// tools) to a copy of the server's list.
+	Tools []tools.Provider
 }
 
 // Config tunes one session.
