@@ -43,6 +43,18 @@ type step struct {
 	inStream   string // an error event after the first word
 	noBlank    bool   // omit the blank line after the last event (then EOF)
 	dropFirst  bool   // close the connection before the first word
+	// Tool calls: deltas are raw "delta" objects sent after the words,
+	// one chunk each (hold, when set, must close before the first goes
+	// out); message is raw fields added to a whole answer's message;
+	// finish replaces the finish_reason "stop" ("-": none at all).
+	deltas  []string
+	hold    chan struct{}
+	message string
+	finish  string
+	// deltaGap is the pause before each delta; stallDeltas > 0 stops
+	// after that many deltas until the client leaves.
+	deltaGap    time.Duration
+	stallDeltas int
 }
 
 func newFakeServer(t *testing.T, script ...step) *fakeServer {
@@ -95,7 +107,10 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	if !stream || st.whole {
 		w.Header().Set("Content-Type", "application/json")
 		text, _ := json.Marshal(strings.Join(st.words, ""))
-		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%s},"finish_reason":"stop"}],"usage":%s%s}`, text, usage, timings)
+		if st.message != "" {
+			st.message = "," + st.message
+		}
+		fmt.Fprintf(w, `{"id":"x","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":%s%s},"finish_reason":%s}],"usage":%s%s}`, text, st.message, st.finishJSON(), usage, timings)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -125,7 +140,24 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 		text, _ := json.Marshal(wd)
 		ev(pre + `{"index":0,"delta":{"content":` + string(text) + `},"finish_reason":null}]}`)
 	}
-	ev(pre + `{"index":0,"delta":{},"finish_reason":"stop"}]` + timings + `}`)
+	if st.hold != nil {
+		select {
+		case <-st.hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	for k, d := range st.deltas {
+		if st.stallDeltas > 0 && k == st.stallDeltas {
+			<-r.Context().Done()
+			return
+		}
+		time.Sleep(st.deltaGap)
+		ev(pre + `{"index":0,"delta":` + d + `,"finish_reason":null}]}`)
+	}
+	if st.finish != "-" {
+		ev(pre + `{"index":0,"delta":{},"finish_reason":` + st.finishJSON() + `}]` + timings + `}`)
+	}
 	if so, _ := body["stream_options"].(map[string]any); so["include_usage"] == true {
 		ev(pre + `],"usage":` + usage + `}`)
 	}
@@ -135,6 +167,16 @@ func (f *fakeServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	ev("[DONE]")
 	time.Sleep(5 * time.Millisecond) // the body ends a little later, as with real servers
+}
+
+func (st step) finishJSON() string {
+	switch st.finish {
+	case "":
+		return `"stop"`
+	case "-":
+		return "null"
+	}
+	return `"` + st.finish + `"`
 }
 
 func (f *fakeServer) requests() int { return int(f.n.Load()) }

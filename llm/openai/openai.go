@@ -14,6 +14,13 @@
 // the X-Voxpipe-Conversation header, so a server that keeps per-
 // conversation state (voxpipe's /v1) keeps each session's KV cache apart;
 // other servers ignore the header.
+//
+// Tools: llm.Request.Tools go out as OpenAI's "tools" (type "function") and
+// ToolChoice as "tool_choice"; history carries assistant "tool_calls" and
+// "tool" messages. Streamed "delta.tool_calls" are assembled per index
+// (package toolcall) and each call is passed on whole in llm.Token.ToolCalls
+// as soon as its arguments form a complete JSON object, and at the latest
+// on the Done token; text before a call streams at once.
 package openai
 
 import (
@@ -35,6 +42,7 @@ import (
 	"time"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/openai/toolcall"
 )
 
 // conversationHeader carries llm.Request.Conversation (voxpipe's /v1 reads
@@ -151,8 +159,33 @@ func (e *Error) Is(target error) bool {
 // wire types
 
 type wireMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role string `json:"role"`
+	// Content is null for an assistant message that only calls tools, as
+	// OpenAI sends it back.
+	Content    *string        `json:"content"`
+	ToolCalls  []wireToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string         `json:"tool_call_id,omitempty"`
+}
+
+// wireToolCall is a tool call of a message, or one delta of a streamed
+// one (then only Index and some of the rest are set).
+type wireToolCall struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Type     string `json:"type,omitempty"`
+	Function struct {
+		Name      string `json:"name,omitempty"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type wireTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters"`
+	} `json:"function"`
 }
 
 type wireRequest struct {
@@ -164,6 +197,8 @@ type wireRequest struct {
 	Seed          uint64        `json:"seed,omitempty"`
 	Stop          []string      `json:"stop,omitempty"`
 	Stream        bool          `json:"stream"`
+	Tools         []wireTool    `json:"tools,omitempty"`
+	ToolChoice    string        `json:"tool_choice,omitempty"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options,omitempty"`
@@ -197,41 +232,77 @@ type wireChunk struct {
 	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
-			Content string `json:"content"`
+			Content   string         `json:"content"`
+			ToolCalls []wireToolCall `json:"tool_calls"`
 		} `json:"delta"`
 		Message struct { // non-stream answers
-			Content string `json:"content"`
+			Content   string         `json:"content"`
+			ToolCalls []wireToolCall `json:"tool_calls"`
 		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
 	} `json:"choices"`
 	Usage   *wireUsage   `json:"usage"`
 	Timings *wireTimings `json:"timings"`
 	Error   *wireError   `json:"error"`
 }
 
-func (c *Client) body(req llm.Request, stream bool, maxTokens int) []byte {
+// body builds the request JSON. Its error (a tool's parameters are not a
+// JSON object, calls and results do not pair) wraps llm.ErrInvalid.
+func (c *Client) body(req llm.Request, stream bool, maxTokens int) ([]byte, error) {
+	if err := toolcall.CheckRequest(req); err != nil {
+		return nil, fmt.Errorf("openai: %w", err)
+	}
 	w := wireRequest{Model: c.cfg.Model, MaxTokens: maxTokens, Temperature: req.Temperature,
 		TopP: req.TopP, Seed: req.Seed, Stop: req.Stop, Stream: stream}
 	w.Messages = make([]wireMessage, len(req.Messages))
 	for i, m := range req.Messages {
-		w.Messages[i] = wireMessage{Role: m.Role, Content: m.Content}
+		wm := wireMessage{Role: m.Role, Content: &m.Content, ToolCallID: m.ToolCallID}
+		if len(m.ToolCalls) > 0 && m.Content == "" {
+			wm.Content = nil
+		}
+		for _, tc := range m.ToolCalls {
+			var wc wireToolCall
+			wc.ID, wc.Type = tc.ID, "function"
+			wc.Function.Name, wc.Function.Arguments = tc.Name, tc.Arguments
+			if wc.Function.Arguments == "" {
+				wc.Function.Arguments = "{}"
+			}
+			wm.ToolCalls = append(wm.ToolCalls, wc)
+		}
+		w.Messages[i] = wm
+	}
+	for _, t := range req.Tools {
+		var wt wireTool
+		wt.Type = "function"
+		wt.Function.Name, wt.Function.Description = t.Name, t.Description
+		wt.Function.Parameters, _ = toolcall.Parameters(t) // checked above
+		w.Tools = append(w.Tools, wt)
+	}
+	if len(w.Tools) > 0 {
+		w.ToolChoice = req.ToolChoice // "" leaves OpenAI's default, auto
 	}
 	if stream {
 		w.StreamOptions = &struct {
 			IncludeUsage bool `json:"include_usage"`
 		}{true}
 	}
-	b, _ := json.Marshal(w) // plain strings and numbers: cannot fail
-	return b
+	return json.Marshal(w)
 }
 
 // Stream implements llm.Model. It fails at once with a busy Error while a
-// 429's Retry-After lasts; everything else arrives on the channel.
+// 429's Retry-After lasts, and with an error wrapping llm.ErrInvalid for a
+// request whose tools or tool messages are malformed; everything else
+// arrives on the channel.
 func (c *Client) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
 	if err := c.busy(); err != nil {
 		return nil, err
 	}
+	body, err := c.body(req, !c.cfg.NoStream, req.MaxTokens)
+	if err != nil {
+		return nil, err
+	}
 	out := make(chan llm.Token, 16)
-	go c.run(ctx, req, out)
+	go c.run(ctx, req, body, out)
 	return out, nil
 }
 
@@ -253,7 +324,7 @@ type timeoutCause struct{ what string }
 
 func (e timeoutCause) Error() string { return "timed out waiting for the " + e.what }
 
-func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token) {
+func (c *Client) run(ctx context.Context, req llm.Request, body []byte, out chan<- llm.Token) {
 	defer close(out)
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -272,10 +343,14 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 		}
 	}()
 	arm(c.cfg.TimeoutFirstToken, "first token")
+	var firstDeadline time.Time
+	if c.cfg.TimeoutFirstToken > 0 {
+		firstDeadline = time.Now().Add(c.cfg.TimeoutFirstToken)
+	}
 
 	sent := false // a token went out: no more retries
 	emit := func(t llm.Token) bool {
-		if t.Text != "" && !sent {
+		if (t.Text != "" || len(t.ToolCalls) > 0) && !sent {
 			sent = true
 		}
 		select {
@@ -286,17 +361,22 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 		}
 	}
 	// The limits count only the server's time: the watch stops while a
-	// token waits for the reader, and the idle limit starts after.
+	// token waits for the reader, and the idle limit starts after. A tool
+	// call's argument deltas are tokens too, though none is passed on until
+	// the call is whole.
 	pause := func() { arm(0, "") }
-	onEvent := func() {
-		if sent {
+	onEvent := func(progress bool) {
+		if sent || progress {
 			arm(c.cfg.TimeoutIdle, "next token")
 		}
 	}
-	maxTokens := req.MaxTokens
 	stream := !c.cfg.NoStream
-	body := c.body(req, stream, maxTokens)
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 && !sent && !firstDeadline.IsZero() {
+			// The last attempt may have left the idle watch on: the first
+			// token's limit covers all attempts together.
+			arm(max(time.Until(firstDeadline), time.Millisecond), "first token")
+		}
 		err := c.attempt(rctx, body, req.Conversation, stream, emit, pause, onEvent)
 		if err == nil || ctx.Err() != nil {
 			return
@@ -325,7 +405,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 
 // attempt sends one request and passes its tokens on. It returns nil when
 // the answer ended (Done sent, or ctx ended).
-func (c *Client) attempt(ctx context.Context, body []byte, conv string, stream bool, emit func(llm.Token) bool, pause, onEvent func()) error {
+func (c *Client) attempt(ctx context.Context, body []byte, conv string, stream bool, emit func(llm.Token) bool, pause func(), onEvent func(progress bool)) error {
 	start := time.Now()
 	var wroteAt atomic.Int64 // set on the transport's goroutine
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wroteAt.Store(time.Now().UnixNano()) }}
@@ -357,6 +437,10 @@ func (c *Client) attempt(ctx context.Context, body []byte, conv string, stream b
 	var firstAt time.Time
 	var usage llm.Usage
 	var timings *wireTimings
+	var calls toolcall.Assembler
+	callError := func(err error) error {
+		return errNoRetry{&Error{Where: c.where, Message: "malformed tool call in the answer: " + err.Error()}}
+	}
 	handle := func(ch *wireChunk) error {
 		if ch.Error != nil {
 			return errNoRetry{&Error{Where: c.where, Message: "error in stream: " + c.redact(errText(ch.Error))}}
@@ -370,23 +454,58 @@ func (c *Client) attempt(ctx context.Context, body []byte, conv string, stream b
 		if ch.Timings != nil {
 			timings = ch.Timings
 		}
+		progress := false
 		for _, choice := range ch.Choices {
-			text := choice.Delta.Content + choice.Message.Content
-			if choice.Index != 0 || text == "" {
+			if choice.Index != 0 {
 				continue
 			}
+			text := choice.Delta.Content + choice.Message.Content
+			deltas := choice.Delta.ToolCalls
+			if len(choice.Message.ToolCalls) > 0 {
+				deltas = choice.Message.ToolCalls
+			}
+			for _, d := range deltas {
+				err := calls.Add(toolcall.Delta{Index: d.Index, ID: d.ID, Type: d.Type, Name: d.Function.Name, Arguments: d.Function.Arguments})
+				if err != nil {
+					return callError(err)
+				}
+			}
+			var ready []llm.ToolCall
+			if choice.FinishReason != "" {
+				// The choice is over: its calls are whole, however the
+				// arguments look (the caller checks them).
+				rest, err := calls.Finish()
+				if err != nil {
+					return callError(err)
+				}
+				ready = append(calls.Ready(), rest...)
+			} else if len(deltas) > 0 {
+				ready = calls.Ready()
+			}
+			if text == "" && len(deltas) == 0 {
+				continue
+			}
+			progress = true
 			if firstAt.IsZero() {
 				firstAt = time.Now()
 			}
+			if text == "" && len(ready) == 0 {
+				continue
+			}
 			pause()
-			if !emit(llm.Token{Text: text}) {
+			if !emit(llm.Token{Text: text, ToolCalls: ready}) {
 				return nil
 			}
 		}
-		onEvent()
+		onEvent(progress)
 		return nil
 	}
-	done := func() {
+	done := func() error {
+		// A server that sent no finish_reason: the calls end with the answer.
+		rest, err := calls.Finish()
+		if err != nil {
+			return callError(err)
+		}
 		if timings != nil && usage.CachedTokens == 0 {
 			usage.CachedTokens = timings.CacheN
 		}
@@ -408,7 +527,8 @@ func (c *Client) attempt(ctx context.Context, body []byte, conv string, stream b
 				usage.TTFTQueue = usage.TTFTServer - usage.TTFTCompute
 			}
 		}
-		emit(llm.Token{Done: true, Usage: &usage})
+		emit(llm.Token{Done: true, Usage: &usage, ToolCalls: rest})
+		return nil
 	}
 	ct := resp.Header.Get("Content-Type")
 	if !stream || !strings.HasPrefix(ct, "text/event-stream") {
@@ -420,12 +540,13 @@ func (c *Client) attempt(ctx context.Context, body []byte, conv string, stream b
 		if err := handle(&ch); err != nil || ctx.Err() != nil {
 			return err
 		}
-		done()
-		return nil
+		return done()
 	}
 	err = readSSE(resp.Body, func(data []byte) (bool, error) {
 		if string(data) == "[DONE]" {
-			done()
+			if err := done(); err != nil {
+				return false, err
+			}
 			// Read to the body's end, so the connection goes back to the
 			// pool (a closed one costs the next turn a handshake).
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -614,14 +735,17 @@ func (p *prefilling) Prefill(ctx context.Context, req llm.Request) (int, error) 
 	if err := p.busy(); err != nil {
 		return 0, err
 	}
-	body := p.body(req, false, 1)
+	body, err := p.body(req, false, 1)
+	if err != nil {
+		return 0, err
+	}
 	var usage *llm.Usage
-	err := p.attempt(ctx, body, req.Conversation, false, func(t llm.Token) bool {
+	err = p.attempt(ctx, body, req.Conversation, false, func(t llm.Token) bool {
 		if t.Done {
 			usage = t.Usage
 		}
 		return true
-	}, func() {}, func() {})
+	}, func() {}, func(bool) {})
 	if err != nil {
 		return 0, err
 	}
