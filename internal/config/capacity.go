@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -78,8 +79,14 @@ func (v *validator) capacity() {
 	v.intRange("server.admission.max_v2v_ms", a.MaxV2VMs, 0, 600000)
 	v.floatRange("server.admission.max_cpu_wait", a.MaxCPUWait, 0, 64)
 	if s.AdminAddr != "" {
-		if _, _, err := net.SplitHostPort(s.AdminAddr); err != nil {
-			v.fail("server.admin_addr", "want host:port, e.g. 127.0.0.1:6060, or empty for off (got %q)", s.AdminAddr)
+		// pprof has no auth: profiles, goroutine stacks and the command
+		// line are for the machine's own users only.
+		host, _, err := net.SplitHostPort(s.AdminAddr)
+		if ip := net.ParseIP(host); err == nil && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			err = errors.New("not loopback")
+		}
+		if err != nil {
+			v.fail("server.admin_addr", "want a loopback host:port, e.g. 127.0.0.1:6060 (pprof has no auth), or empty for off (got %q)", s.AdminAddr)
 		}
 	}
 	t := v.c.Telemetry

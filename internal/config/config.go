@@ -52,6 +52,11 @@ type Server struct {
 	// AllowedOrigins are the browser origins (scheme://host[:port]) besides
 	// the server's own that may open sessions; "*" allows any.
 	AllowedOrigins []string `yaml:"allowed_origins"`
+	// AllowedHosts are Host header names ("name" or "name:port") served
+	// besides localhost and loopback addresses, which a loopback server
+	// (and a keyless one on a LAN address) is limited to against DNS
+	// rebinding; a keyed public server checks Host only when this is set.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 	// DrainTimeout: on SIGTERM, new sessions get 503 and running ones may go
 	// on this long before they are told going_away; 0 = at once.
 	DrainTimeout time.Duration `yaml:"drain_timeout"`
@@ -376,6 +381,7 @@ func Default() Config {
 			RTC:            RTC{ICEServers: []ICEServer{}, ConnectTimeout: 20 * time.Second, FailedTimeout: 15 * time.Second},
 			Auth:           Auth{APIKeysEnv: "VOXPIPE_API_KEYS", TokenTTL: 5 * time.Minute}, //nolint:gosec // G101: the variable's name, not a key
 			AllowedOrigins: []string{},
+			AllowedHosts:   []string{},
 			Limits:         Limits{SessionsPerMinute: 60, HeaderTimeout: 5 * time.Second, StartTimeout: 10 * time.Second},
 			Resume:         Resume{TTL: time.Minute, MaxParked: 1024},
 			Malloc:         Malloc{Arenas: 4, MmapThreshold: 256 << 10, TrimInterval: 30 * time.Second},

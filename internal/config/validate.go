@@ -138,6 +138,11 @@ func (c *Config) Validate() error {
 			v.fail(fmt.Sprintf("server.allowed_origins[%d]", i), "want scheme://host[:port] or \"*\" (got %q)", o)
 		}
 	}
+	for i, h := range s.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ *@") {
+			v.fail(fmt.Sprintf("server.allowed_hosts[%d]", i), "want a host name or name:port, as browsers send it in Host (got %q)", h)
+		}
+	}
 	v.durRange("server.drain_timeout", s.DrainTimeout, 0, time.Hour)
 	v.intRange("server.limits.sessions_per_minute", s.Limits.SessionsPerMinute, 0, 1<<20)
 	v.durRange("server.limits.max_session", s.Limits.MaxSession, 0, 7*24*time.Hour)
