@@ -65,7 +65,7 @@ bench-go: deps ## Go micro-benchmarks, short, with allocations (BENCHTIME=200ms)
 # then the Go micro-benchmarks; both go into docs/performance.md.
 # --same-questions: every session asks the 1-session level's questions in its
 # order, so "transcript worse than at 1 session" compares the same recording
-# after the same earlier turns (docs/performance.md, session 8).
+# after the same earlier turns (docs/performance.md).
 BENCH_ADDR     ?= 127.0.0.1:18790
 BENCH_SESSIONS ?= 1,2,4,8
 BENCH_TURNS    ?= 3
@@ -135,7 +135,7 @@ train-demo: train-data ## retrain models/voxpipe-demo-q8_0.gguf (corpus here; tr
 	$(TRAIN_PY) llm/train/train.py --data build/train-data-grounded --out build/models --seed 1234 --models target \
 		--tokenizer models/voxpipe-demo-q8_0.gguf --dtype q8_0 $(TARGET_FLAGS)
 	cp build/models/voxpipe-target-q8_0.gguf models/voxpipe-demo-q8_0.gguf
-	$(BIN)/voxpipe eval answers --file cmd/voxpipe/testdata/answers-everyday.jsonl --file cmd/voxpipe/testdata/answers-smalltalk.jsonl
+	$(BIN)/voxpipe eval answers --file internal/bench/testdata/answers-everyday.jsonl --file internal/bench/testdata/answers-smalltalk.jsonl
 
 # The draft distilled from the shipped target (models/README.md): the target's
 # greedy answers and soft labels teach the draft (llm/train/distill.py, CUDA).

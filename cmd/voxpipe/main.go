@@ -1,9 +1,7 @@
-// Command voxpipe is the voice assistant server and its tools.
-//
-//	voxpipe serve [--config F] [--addr HOST:PORT] [--set key=value ...]
-//	voxpipe llm run|bench|quantize|synth ...
-//	voxpipe bench turns|eou|asr|asr-sets ...
-//	voxpipe version
+// Command voxpipe is the voice assistant server and its tools; `voxpipe
+// help` lists the subcommands. The benches and evaluations live in
+// internal/bench, the engine's tools in internal/llmcli: this package is the
+// server and a thin dispatch.
 package main
 
 import (
@@ -14,9 +12,9 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"syscall"
 
+	"github.com/voxpipe/voxpipe/internal/bench"
 	"github.com/voxpipe/voxpipe/internal/llmcli"
 	"github.com/voxpipe/voxpipe/internal/procs"
 )
@@ -27,16 +25,18 @@ var version = "dev"
 const usage = `usage: voxpipe <command> [flags]
 
 commands:
-  serve     run the voice server (WebSocket /ws, /metrics, /healthz, OpenAI API /v1/)
-  llm       the in-process LLM engine's tools (run, bench, quantize, synth)
-  bench     benchmarks: bench turns (end of turn, heard latency), bench eou
-            (the end-of-utterance scorer on text), bench eou-speech (the
-            recogniser's text of spoken utterances at pauses and ends, for
-            the scorer), bench asr (WER and final latency on WAV sets),
-            bench asr-sets
-  knowledge the local knowledge base (index, query)
-  eval      score answers: eval answers --file Q.jsonl [--knowledge on|off|both]
-  version   print the version
+  serve             run the voice server (browser page, /ws, WebRTC, xiaozhi,
+                    OpenAI API /v1/, /metrics, /healthz)
+  llm run           generate from a GGUF model (prompt or chat)
+  llm bench         prompt and decode speed of a GGUF model
+  llm quantize      convert a GGUF model to q8_0, q4_0, f16 or f32
+  llm eval          perplexity (and draft agreement) on held-out text
+  llm synth         write a random-weight GGUF of a known shape
+  knowledge index   build or check the knowledge base's cached index
+  knowledge query   look questions up in the knowledge base
+  eval answers      keyword hits of the model's answers to question sets
+` + bench.Usage + `  version           print the version
+  help              print this list
 
 Run "voxpipe <command> -h" for a command's flags.
 `
@@ -54,7 +54,7 @@ func main() {
 	stop()
 	switch {
 	case err == nil:
-	case errors.Is(err, errCommandLine):
+	case errors.Is(err, errCommandLine), errors.Is(err, bench.ErrUsage):
 		fmt.Fprintln(os.Stderr, "voxpipe:", err)
 		os.Exit(2)
 	default:
@@ -72,22 +72,13 @@ func run(ctx context.Context, args []string) error {
 	case "serve":
 		return runServe(ctx, args[1:])
 	case "eval":
-		return runEval(ctx, args[1:])
+		return runEval(ctx, args[1:], os.Stdout)
 	case "knowledge":
 		return runKnowledge(ctx, args[1:])
 	case "llm":
 		return llmcli.Run(ctx, args[1:], os.Stdin, os.Stdout)
 	case "bench":
-		if len(args) > 1 && strings.HasPrefix(args[1], "asr") {
-			return runBenchASRCommand(ctx, args[1:])
-		}
-		if len(args) > 1 && args[1] == "eou" {
-			return runBenchEOU(ctx, args[2:], os.Stdout)
-		}
-		if len(args) > 1 && args[1] == "eou-speech" {
-			return runBenchEOUSpeech(ctx, args[2:], os.Stdout)
-		}
-		return runBench(ctx, args[1:])
+		return runBench(ctx, args[1:], os.Stdout)
 	case "version", "--version", "-version":
 		fmt.Println(versionString())
 		return nil

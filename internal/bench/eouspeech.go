@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -51,8 +51,8 @@ const (
 	eouSpeechReadMs  = 160
 )
 
-// eouSpeechRow is one recogniser text and what the speaker had said.
-type eouSpeechRow struct {
+// EOUSpeechRow is one recogniser text and what the speaker had said.
+type EOUSpeechRow struct {
 	Utt    int    `json:"utt"`   // the utterance's line among the texts spoken
 	Label  int    `json:"label"` // 1 = the utterance ended there
 	Kind   string `json:"kind"`  // pause-partial | pause-final | end-partial | end-final
@@ -60,6 +60,13 @@ type eouSpeechRow struct {
 	Said   string `json:"said"`  // the words spoken so far and the markers after the last, "," or "|"
 	Voice  string `json:"voice"`
 	Source string `json:"source,omitempty"`
+}
+
+// SpeechVoices reports whether the voices bench eou-speech speaks with can
+// be opened (an error where no TTS engine is built in).
+func SpeechVoices() error {
+	_, err := eouSpeechVoices()
+	return err
 }
 
 // eouSpeechVoices opens every flite voice at three speeds and two of
@@ -167,11 +174,11 @@ func benchText(text string) bool {
 	return false
 }
 
-func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) error {
+func (w *Wiring) runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench eou-speech", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchEOUSpeechUsage); fs.PrintDefaults() }
-	cfgPath := fs.String("config", defaultConfigPath, "YAML config (its asr section is used)")
-	var sets setFlags
+	cfgPath := fs.String("config", w.DefaultConfig, "YAML config (its asr section is used)")
+	var sets multiFlag
 	fs.Var(&sets, "set", "override a config key, key=value (repeatable)")
 	in := fs.String("in", "", "utterances (source TAB text, or text; .gz read as gzip)")
 	outPath := fs.String("out", "", "JSON lines written here")
@@ -185,7 +192,7 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 	if *in == "" || *outPath == "" || *parallel < 1 {
 		return fmt.Errorf("%w: bench eou-speech: give --in and --out (and --parallel >= 1)", errCommandLine)
 	}
-	cfg, err := loadConfig(*cfgPath, "", sets)
+	cfg, err := w.LoadConfig(*cfgPath, "", sets)
 	if err != nil {
 		return err
 	}
@@ -198,7 +205,7 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 	if err != nil {
 		return err
 	}
-	mk, ok := asrBackends[cfg.ASR.Backend]
+	mk, ok := w.ASRBackends[cfg.ASR.Backend]
 	if !ok {
 		return fmt.Errorf("bench eou-speech: unknown asr.backend %q", cfg.ASR.Backend)
 	}
@@ -212,8 +219,8 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 		return fmt.Errorf("bench eou-speech: %w", err)
 	}
 	defer out.Close()
-	w := bufio.NewWriter(out)
-	enc := json.NewEncoder(w)
+	bw := bufio.NewWriter(out)
+	enc := json.NewEncoder(bw)
 
 	// Rows go out in the utterances' order, whatever order they finish in,
 	// so that the file does not depend on timing.
@@ -223,7 +230,7 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 		written  int
 		failed   int
 		writeErr error
-		rowsOf   = make([][]eouSpeechRow, len(texts))
+		rowsOf   = make([][]EOUSpeechRow, len(texts))
 		finished = make([]bool, len(texts))
 		nextOut  int
 		next     = make(chan int)
@@ -274,7 +281,7 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 	}
 	close(next)
 	wg.Wait()
-	if err := cmp.Or(writeErr, w.Flush()); err != nil {
+	if err := cmp.Or(writeErr, bw.Flush()); err != nil {
 		return fmt.Errorf("bench eou-speech: %w", err)
 	}
 	fmt.Fprintf(stdout, "bench eou-speech: %d utterances, %d rows, %d failed\n", done, written, failed)
@@ -290,7 +297,7 @@ func runBenchEOUSpeech(ctx context.Context, args []string, stdout io.Writer) err
 // speakEOUText speaks t with v, pauses after a random word and streams it
 // through rec; with closeAtPause the first part is also recognised alone
 // and closed at the pause.
-func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v benchVoice, rng *rand.Rand, closeAtPause bool) ([]eouSpeechRow, error) {
+func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v benchVoice, rng *rand.Rand, closeAtPause bool) ([]EOUSpeechRow, error) {
 	// The written text: a "|" is a sentence end, a "," a comma.
 	var b strings.Builder
 	var said []string    // spoken words
@@ -380,10 +387,10 @@ func speakEOUText(ctx context.Context, rec asr.Recognizer, t eouSpeechText, v be
 	}
 	pause := func(ms int) []int16 { return roomNoise(ms, noiseRMS, rng) }
 
-	var rows []eouSpeechRow
+	var rows []EOUSpeechRow
 	row := func(label int, kind, text, saidText string) {
 		if text = strings.TrimSpace(text); text != "" {
-			rows = append(rows, eouSpeechRow{Label: label, Kind: kind, Text: text, Said: saidText, Voice: v.name})
+			rows = append(rows, EOUSpeechRow{Label: label, Kind: kind, Text: text, Said: saidText, Voice: v.name})
 		}
 	}
 	whole := strings.Join(t.words, " ")

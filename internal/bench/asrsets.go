@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,7 @@ const (
 
 // runBenchASRSets writes the sets: one folder per set, ID.wav + ID.txt each;
 // folders named heldout-* are kept out of tuning.
-func runBenchASRSets(args []string) error {
+func runBenchASRSets(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench asr-sets", flag.ContinueOnError)
 	out := fs.String("out", "build/asrsets", "folder to write the sets into (replaced)")
 	g722 := fs.String("g722dec", "build/g722dec", "G.722 decoder (cgo/g722dec, built by make asr-sets); \"\" skips the 16 kHz Asterisk sets")
@@ -63,7 +64,7 @@ func runBenchASRSets(args []string) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Printf("%-24s %3d utterances\n", n, w.counts[n])
+		fmt.Fprintf(stdout, "%-24s %3d utterances\n", n, w.counts[n])
 	}
 	return nil
 }

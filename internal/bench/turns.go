@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -194,13 +194,13 @@ func printSummary(w io.Writer, s modeSummary) {
 	fmt.Fprintf(w, "%-9s%s  speculative %d  errors %d\n", s.Mode, b.String(), s.Speculative, s.Errors)
 }
 
-func runBench(ctx context.Context, args []string) error {
+func (w *Wiring) runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "turns" {
 		return fmt.Errorf("%w: voxpipe bench turns [flags]", errCommandLine)
 	}
 	fs := flag.NewFlagSet("bench turns", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchTurnsUsage); fs.PrintDefaults() }
-	cfgPath := fs.String("config", defaultConfigPath, "config file")
+	cfgPath := fs.String("config", w.DefaultConfig, "config file")
 	var sets, baseSets multiFlag
 	fs.Var(&sets, "set", "key=value for both servers (repeatable)")
 	fs.Var(&baseSets, "baseline-set", "key=value for the baseline server only (repeatable)")
@@ -221,11 +221,11 @@ func runBench(ctx context.Context, args []string) error {
 	if *rounds < 1 || *rounds > 100 {
 		return fmt.Errorf("%w: --rounds %d (want 1..100)", errCommandLine, *rounds)
 	}
-	cfg, err := loadConfig(*cfgPath, "127.0.0.1:0", sets)
+	cfg, err := w.LoadConfig(*cfgPath, "127.0.0.1:0", sets)
 	if err != nil {
 		return err
 	}
-	baseline, err := loadConfig(*cfgPath, "127.0.0.1:0", append(append(multiFlag{}, sets...), append(multiFlag{"pipeline.turn.mode=silence"}, baseSets...)...))
+	baseline, err := w.LoadConfig(*cfgPath, "127.0.0.1:0", append(append(multiFlag{}, sets...), append(multiFlag{"pipeline.turn.mode=silence"}, baseSets...)...))
 	if err != nil {
 		return err
 	}
@@ -234,17 +234,17 @@ func runBench(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: --log %q: %w", errCommandLine, *logLevel, err)
 	}
 	log := zerolog.New(os.Stderr).Level(lvl).With().Timestamp().Logger()
-	be, closers, err := openBackends(cfg, log)
+	be, closers, err := w.OpenBackends(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = closeAll(closers) }()
+	defer func() { _ = w.CloseAll(closers) }()
 	// The servers share the backends, except the end-of-turn scorer when
 	// --baseline-set gives the baseline another (two scorers compared in
 	// one run, on the same utterances at the same time).
 	baseBe := be
 	if t := baseline.Pipeline.Turn; t.Mode == string(endturn.ModeSemantic) && (be.EOU == nil || t.Model != cfg.Pipeline.Turn.Model) {
-		eou, err := endturn.OpenLM(t.Model, t.Threads, sessionCaches(baseline))
+		eou, err := endturn.OpenLM(t.Model, t.Threads, w.SessionCaches(baseline))
 		if err != nil {
 			return fmt.Errorf("bench turns: baseline pipeline.turn.model (%s): %w", t.Model, err)
 		}
@@ -252,7 +252,7 @@ func runBench(ctx context.Context, args []string) error {
 		baseBe.EOU = eou
 	}
 	// Each server remembers its own speakers, as its config says.
-	be.Speakers, baseBe.Speakers = speakerMemory(cfg), speakerMemory(baseline)
+	be.Speakers, baseBe.Speakers = w.Speakers(cfg), w.Speakers(baseline)
 
 	urls := map[string]string{}
 	for k, c := range []*config.Config{cfg, baseline} {
@@ -262,7 +262,7 @@ func runBench(ctx context.Context, args []string) error {
 		if *port > 0 {
 			addr = fmt.Sprintf("127.0.0.1:%d", *port+k)
 		}
-		url, stop, err := benchServer(c, be, addr, log) //nolint:contextcheck // the server lives until stop(), not the caller's context
+		url, stop, err := w.benchServer(c, be, addr, log) //nolint:contextcheck // the server lives until stop(), not the caller's context
 		if err != nil {
 			return err
 		}
@@ -300,17 +300,17 @@ func runBench(ctx context.Context, args []string) error {
 	rep.Silence = summarise("silence", items, runs)
 	rep.PairedCutOffs = pairCutOffs(items, runs)
 	if *jsonOut {
-		enc := json.NewEncoder(os.Stdout)
+		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", " ")
 		rep.Semantic.zeroNaN()
 		rep.Silence.zeroNaN()
 		return enc.Encode(rep)
 	}
 	for _, s := range []modeSummary{rep.Semantic, rep.Silence} {
-		printSummary(os.Stdout, s)
+		printSummary(stdout, s)
 	}
 	if p := rep.PairedCutOffs; p.Both+p.SemanticOnly+p.BaselineOnly > 0 {
-		fmt.Printf("paired    paused sentences cut by both %d, semantic only %d, silence only %d (McNemar p %.3g)\n", p.Both, p.SemanticOnly, p.BaselineOnly, p.McNemarP)
+		fmt.Fprintf(stdout, "paired    paused sentences cut by both %d, semantic only %d, silence only %d (McNemar p %.3g)\n", p.Both, p.SemanticOnly, p.BaselineOnly, p.McNemarP)
 	}
 	return nil
 }
@@ -371,9 +371,9 @@ func fmtMs(v *float64) string {
 }
 
 // benchServer serves c's pipeline on a loopback port.
-func benchServer(c *config.Config, be pipeline.Backends, addr string, log zerolog.Logger) (string, func(), error) {
+func (w *Wiring) benchServer(c *config.Config, be pipeline.Backends, addr string, log zerolog.Logger) (string, func(), error) {
 	ws, err := web.New(web.Config{MaxSessions: 64, MaxFrameBytes: c.Server.MaxFrameBytes, IdleTimeout: c.Server.IdleTimeout,
-		RTC: rtcConfig(c.Server.RTC), Pipeline: pipelineConfig(c)}, be, log)
+		RTC: w.RTC(c.Server.RTC), Pipeline: w.Pipeline(c)}, be, log)
 	if err != nil {
 		return "", nil, err
 	}

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -28,14 +28,6 @@ in * to match a prefix). Q.jsonl holds {"question": ..., "keywords": [...]} a li
 In-process by default (the config's engine and knowledge base); --url asks a
 running server's /v1/chat/completions instead (its own knowledge setting).
 `
-
-func runEval(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] != "answers" {
-		fmt.Fprint(os.Stderr, evalUsage)
-		return fmt.Errorf("%w: eval: the only evaluation is \"answers\"", errCommandLine)
-	}
-	return evalAnswers(ctx, args[1:], os.Stdout)
-}
 
 type answerCase struct {
 	Question string   `json:"question"`
@@ -88,14 +80,14 @@ func answerHits(answer string, keywords []string) string {
 	return ""
 }
 
-func evalAnswers(ctx context.Context, args []string, out io.Writer) error {
+func (w *Wiring) evalAnswers(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("eval answers", flag.ContinueOnError)
 	var files llmcli.StringList
 	fs.Var(&files, "file", "question set, JSON lines (repeatable)")
 	mode := fs.String("knowledge", "both", "on, off or both (in-process only)")
 	url := fs.String("url", "", "ask this server's /v1/chat/completions instead of an in-process model")
-	configPath := fs.String("config", defaultConfigPath, "YAML config file")
-	var sets setFlags
+	configPath := fs.String("config", w.DefaultConfig, "YAML config file")
+	var sets multiFlag
 	fs.Var(&sets, "set", "override one config key (repeatable)")
 	system := fs.Bool("system-prompt", false, "send pipeline.system_prompt first, as the voice pipeline does")
 	maxTokens := fs.Int("max-tokens", 96, "answer length limit")
@@ -113,7 +105,7 @@ func evalAnswers(ctx context.Context, args []string, out io.Writer) error {
 		}
 		cases = append(cases, cs...)
 	}
-	cfg, err := loadConfig(*configPath, "", sets)
+	cfg, err := w.LoadConfig(*configPath, "", sets)
 	if err != nil {
 		return err
 	}
@@ -128,7 +120,7 @@ func evalAnswers(ctx context.Context, args []string, out io.Writer) error {
 		if *mode != "on" && *mode != "off" && *mode != "both" {
 			return fmt.Errorf("%w: --knowledge: want on, off or both (got %q)", errCommandLine, *mode)
 		}
-		model, closer, err := newEngine(cfg)
+		model, closer, err := w.NewEngine(cfg)
 		if err != nil {
 			return err
 		}
@@ -138,13 +130,13 @@ func evalAnswers(ctx context.Context, args []string, out io.Writer) error {
 		}
 		if *mode != "off" {
 			k := cfg.Knowledge
-			ix, err := openKnowledge(ctx, k, os.Stderr)
+			ix, err := w.OpenKnowledge(ctx, k, os.Stderr)
 			if err != nil {
 				return err
 			}
 			defer ix.Close()
 			runs = append(runs, run{"knowledge on", knowledge.Wrap(model, ix, knowledge.Options{
-				TopK: k.TopK, MinScore: k.MinScore, MaxContextTokens: k.MaxContextTokens, CountTokens: tokenCounter(model)})})
+				TopK: k.TopK, MinScore: k.MinScore, MaxContextTokens: k.MaxContextTokens, CountTokens: w.TokenCounter(model)})})
 		}
 	}
 	for _, r := range runs {

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -44,7 +44,8 @@ pause: then the same policies are judged again with the intonation cue
 // range voxpipe bench turns and issue 11 use.
 const eouPauseMinMs, eouPauseMaxMs = 300.0, 1200.0
 
-type eouPolicy struct {
+// EOUPolicy is one wait policy's cost on the set (bench eou --json).
+type EOUPolicy struct {
 	Threshold    float64 `json:"threshold"`
 	DoubtMs      int     `json:"doubt_ms"`
 	MaxSilenceMs int     `json:"max_silence_ms"`
@@ -58,7 +59,8 @@ type eouPolicy struct {
 	Configured      bool    `json:"configured,omitempty"`
 }
 
-type eouReport struct {
+// EOUReport is what bench eou --json prints.
+type EOUReport struct {
 	Model       string      `json:"model"`
 	File        string      `json:"file"`
 	Complete    int         `json:"complete"`
@@ -69,7 +71,7 @@ type eouReport struct {
 	CutOffP90   float64     `json:"cut_off_score_p90"`
 	CutOffP95   float64     `json:"cut_off_score_p95"`
 	MsPerText   float64     `json:"ms_per_text"`
-	Policies    []eouPolicy `json:"policies"`
+	Policies    []EOUPolicy `json:"policies"`
 }
 
 type eouExample struct {
@@ -81,19 +83,19 @@ type eouExample struct {
 	contour audio.Contour
 }
 
-func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
+func (w *Wiring) runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench eou", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchEOUUsage); fs.PrintDefaults() }
-	cfgPath := fs.String("config", defaultConfigPath, "config file (the policy and pipeline.turn.model)")
+	cfgPath := fs.String("config", w.DefaultConfig, "config file (the policy and pipeline.turn.model)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "key=value config override (repeatable)")
 	model := fs.String("model", "", "GGUF scorer (default: pipeline.turn.model)")
-	file := fs.String("file", "cmd/voxpipe/testdata/eou-everyday.tsv", "labelled texts: label TAB text [TAB pause ms] (bench asr --pauses writes one from real speech)")
+	file := fs.String("file", "internal/bench/testdata/eou-everyday.tsv", "labelled texts: label TAB text [TAB pause ms] (bench asr --pauses writes one from real speech)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%w: %w", errCommandLine, err)
 	}
-	cfg, err := loadConfig(*cfgPath, "", sets)
+	cfg, err := w.LoadConfig(*cfgPath, "", sets)
 	if err != nil {
 		return err
 	}
@@ -132,7 +134,7 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 			neg, negPause, negK = append(neg, s), append(negPause, e.pauseMs), append(negK, e.contour)
 		}
 	}
-	rep := eouReport{Model: *model, File: *file, Complete: len(pos), CutOff: len(neg), AUC: aucOf(pos, neg),
+	rep := EOUReport{Model: *model, File: *file, Complete: len(pos), CutOff: len(neg), AUC: aucOf(pos, neg),
 		CompleteP10: percentile(pos, 0.10), CompleteP50: percentile(pos, 0.5),
 		CutOffP90: percentile(neg, 0.90), CutOffP95: percentile(neg, 0.95),
 		MsPerText: float64(time.Since(started)) / float64(time.Millisecond) / float64(len(exs))}
@@ -146,7 +148,7 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return out
 	}
-	policy := func(c endturn.Config, configured bool) eouPolicy {
+	policy := func(c endturn.Config, configured bool) EOUPolicy {
 		p := eouPolicyOf(c, cued(c, pos, posK), cued(c, neg, negK), negPause, configured)
 		p.IntonationYield, p.IntonationHold = c.IntonationYield, c.IntonationHold
 		return p
@@ -198,7 +200,7 @@ func runBenchEOU(ctx context.Context, args []string, stdout io.Writer) error {
 // wait; a cut-off partial ends the turn too soon when the person's pause
 // outlasts it: the pause measured in the recording when the set has one
 // (bench asr --pauses), else uniform over 300-1200 ms.
-func eouPolicyOf(c endturn.Config, pos, neg, negPause []float64, configured bool) eouPolicy {
+func eouPolicyOf(c endturn.Config, pos, neg, negPause []float64, configured bool) EOUPolicy {
 	waits := make([]float64, len(pos))
 	var sum float64
 	for i, s := range pos {
@@ -218,7 +220,7 @@ func eouPolicyOf(c endturn.Config, pos, neg, negPause []float64, configured bool
 	if len(neg) > 0 {
 		cut /= float64(len(neg))
 	}
-	return eouPolicy{Threshold: c.Threshold, DoubtMs: c.DoubtMs, MaxSilenceMs: c.MaxSilenceMs,
+	return EOUPolicy{Threshold: c.Threshold, DoubtMs: c.DoubtMs, MaxSilenceMs: c.MaxSilenceMs,
 		WaitP50Ms: percentile(waits, 0.5), WaitP95Ms: percentile(waits, 0.95),
 		WaitMeanMs: sum / float64(max(1, len(waits))), CutOffRate: cut, Configured: configured}
 }

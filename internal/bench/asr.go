@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -26,29 +26,6 @@ import (
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
-const benchASRUsage = `usage: voxpipe bench asr|asr-sets [flags]
-
-  asr        WER and final-hypothesis latency of the configured recogniser on
-             WAV sets, through the pipeline's streaming path
-  asr-sets   write the real-speech sets from Debian packages (make asr-sets)
-`
-
-// runBenchASRCommand runs `voxpipe bench asr` and `voxpipe bench asr-sets`.
-func runBenchASRCommand(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, benchASRUsage)
-		return fmt.Errorf("%w: bench: which bench?", errCommandLine)
-	}
-	switch args[0] {
-	case "asr":
-		return runBenchASR(ctx, args[1:], os.Stdout)
-	case "asr-sets":
-		return runBenchASRSets(args[1:])
-	}
-	fmt.Fprint(os.Stderr, benchASRUsage)
-	return fmt.Errorf("%w: bench: unknown %q", errCommandLine, args[0])
-}
-
 // benchUtt is one recording with its reference.
 type benchUtt struct {
 	id, path, ref string
@@ -61,8 +38,8 @@ type benchSet struct {
 	utts    []benchUtt
 }
 
-// setResult is what one set measured.
-type setResult struct {
+// SetResult is what one set measured.
+type SetResult struct {
 	Set        string  `json:"set"`
 	HeldOut    bool    `json:"held_out"`
 	Utterances int     `json:"utterances"`
@@ -96,10 +73,10 @@ type rescoredUtt struct {
 	turns []asrsphinx.Rescored // FirstPass only when the turn was not rescored
 }
 
-func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
+func (w *Wiring) runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench asr", flag.ContinueOnError)
-	cfgPath := fs.String("config", defaultConfigPath, "YAML config (its asr and pipeline.vad sections are used)")
-	var sets setFlags
+	cfgPath := fs.String("config", w.DefaultConfig, "YAML config (its asr and pipeline.vad sections are used)")
+	var sets multiFlag
 	fs.Var(&sets, "set", "override a config key, key=value (repeatable)")
 	dir := fs.String("dir", "", "folder of ID.wav + ID.txt, or of such folders (one set each; heldout-* are held out)")
 	tsv := fs.String("tsv", "", "TSV: wav path, reference, optional set name (heldout-* held out)")
@@ -123,7 +100,7 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 	if *rate != 0 && !audio.ValidResampleRate(*rate) {
 		return fmt.Errorf("%w: bench asr: --rate %d is not a rate the pipeline takes", errCommandLine, *rate)
 	}
-	cfg, err := loadConfig(*cfgPath, "", sets)
+	cfg, err := w.LoadConfig(*cfgPath, "", sets)
 	if err != nil {
 		return err
 	}
@@ -161,10 +138,10 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 	}
-	vcfg := pipelineConfig(cfg).VAD
+	vcfg := w.Pipeline(cfg).VAD
 	vcfg.SampleRate, vcfg.FrameMs = 16000, 20
 
-	b := &asrBench{cfg: cfg, vad: vcfg, rate: *rate, session: !*noSession, hyps: *hyps, out: stdout}
+	b := &asrBench{backends: w.ASRBackends, cfg: cfg, vad: vcfg, rate: *rate, session: !*noSession, hyps: *hyps, out: stdout}
 	if *pausesOut != "" {
 		f, err := os.Create(*pausesOut)
 		if err != nil {
@@ -179,8 +156,8 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 		b.voices = pipeline.NewSpeakerMemory(0, cfg.Pipeline.Turn.RememberVoices, cfg.Pipeline.Turn.RememberFor)
 	}
 	if cfg.ASR.Sphinx.Rescore.Model != "" {
-		sphinxRescoreObserver = func(r asrsphinx.Rescored) { b.lastRescored = &r }
-		defer func() { sphinxRescoreObserver = nil }()
+		w.ObserveRescore(func(r asrsphinx.Rescored) { b.lastRescored = &r })
+		defer w.ObserveRescore(nil)
 	}
 	if !*fresh {
 		if err := b.open(ctx); err != nil {
@@ -188,11 +165,11 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		defer b.close()
 	}
-	var results []*setResult
+	var results []*SetResult
 	var cmnSum []float64
 	cmnN := 0
 	for _, s := range all {
-		res := &setResult{Set: s.name, HeldOut: s.heldOut}
+		res := &SetResult{Set: s.name, HeldOut: s.heldOut}
 		for _, u := range s.utts {
 			if *fresh {
 				if err := b.open(ctx); err != nil {
@@ -222,7 +199,7 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 			fmt.Fprintln(os.Stderr, res.line())
 		}
 	}
-	groups := []*setResult{sumResults("TUNING (all)", false, results), sumResults("HELD-OUT (all)", true, results)}
+	groups := []*SetResult{sumResults("TUNING (all)", false, results), sumResults("HELD-OUT (all)", true, results)}
 	if *jsonOut {
 		out := map[string]any{"sets": results, "tuning": groups[0], "held_out": groups[1]}
 		enc := json.NewEncoder(stdout)
@@ -251,12 +228,13 @@ func runBenchASR(ctx context.Context, args []string, stdout io.Writer) error {
 
 // asrBench decodes recordings the way a session does (see decode).
 type asrBench struct {
-	cfg     *config.Config
-	vad     audio.VADConfig
-	rate    int
-	session bool
-	hyps    bool
-	out     io.Writer
+	backends map[string]func(*config.Config) (asr.Recognizer, io.Closer, error)
+	cfg      *config.Config
+	vad      audio.VADConfig
+	rate     int
+	session  bool
+	hyps     bool
+	out      io.Writer
 
 	rec    asr.Recognizer
 	closer io.Closer
@@ -367,7 +345,7 @@ func (t *pauseTracker) end() {
 }
 
 func (b *asrBench) open(ctx context.Context) error {
-	mk, ok := asrBackends[b.cfg.ASR.Backend]
+	mk, ok := b.backends[b.cfg.ASR.Backend]
 	if !ok {
 		return fmt.Errorf("bench asr: unknown asr.backend %q", b.cfg.ASR.Backend)
 	}
@@ -399,7 +377,7 @@ func (b *asrBench) close() {
 // reference, as a client counts every turn of a session. The recording is
 // followed by 1 s of near-silence so that its last turn ends. It returns the
 // session's cepstral mean when the backend exposes one.
-func (b *asrBench) decode(ctx context.Context, u benchUtt, res *setResult) ([]float32, error) {
+func (b *asrBench) decode(ctx context.Context, u benchUtt, res *SetResult) ([]float32, error) {
 	wav, err := readWAV(u.path)
 	if err != nil {
 		return nil, err
@@ -583,7 +561,7 @@ func benchThreadCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func (r *setResult) finish() {
+func (r *SetResult) finish() {
 	if r.Words > 0 {
 		r.WER = float64(r.Errors) / float64(r.Words)
 	}
@@ -609,8 +587,8 @@ func pctSorted(sorted []float64, p float64) float64 {
 	return sorted[min(len(sorted)-1, int(p*float64(len(sorted))))]
 }
 
-func sumResults(name string, heldOut bool, rs []*setResult) *setResult {
-	t := &setResult{Set: name, HeldOut: heldOut}
+func sumResults(name string, heldOut bool, rs []*SetResult) *SetResult {
+	t := &SetResult{Set: name, HeldOut: heldOut}
 	for _, r := range rs {
 		if r.HeldOut != heldOut {
 			continue
@@ -629,7 +607,7 @@ func sumResults(name string, heldOut bool, rs []*setResult) *setResult {
 	return t
 }
 
-func (r *setResult) line() string {
+func (r *SetResult) line() string {
 	return fmt.Sprintf("%-22s %5d %5d %6d %6.1f%% %6.0f ms %6.0f ms %6.0f ms %6.0f ms %8.3f %6.0f ms", r.Set, r.Utterances, r.Turns, r.Words,
 		100*r.WER, r.FinalP50Ms, r.FinalP95Ms, r.FinalCPUP50Ms, r.FinalCPUP95Ms, r.CPUPerAudioS, r.FinalProcCPUP50Ms)
 }
@@ -751,7 +729,7 @@ func parseGrid(s string) (weights, bonuses []float64, err error) {
 // and bonus and prints tuning and held-out WER, with the first pass's (no
 // rescoring) and the n-best lists' oracle (the best candidate per turn,
 // chosen knowing the reference: what any rescoring could reach).
-func printRescoreGrid(w io.Writer, results []*setResult, weights, bonuses []float64) {
+func printRescoreGrid(w io.Writer, results []*SetResult, weights, bonuses []float64) {
 	wer := func(heldOut bool, pick func(asrsphinx.Rescored) string) float64 {
 		e, n := 0, 0
 		for _, r := range results {
