@@ -26,7 +26,7 @@ import (
 // bypassed (the round trip through 48 kHz costs nothing measurable). The same
 // sentences from the flite CLI gave 9.9% (13.0% with 3-pass);
 // voice-engines.md §5.3 measured 5–14% for the flite voices on another set.
-// Session 6, with the session CMN and warm-up: first pass only 33/192 =
+// With the session CMN and warm-up: first pass only 33/192 =
 // 17.2%, first pass + best path 30/192 = 15.6%, and the default (that plus
 // the pruning, MaxHMMPerFrame 4000 and PhoneLookahead 3) 31/192 = 16.1%.
 // The limit, 20%, allows about 13 more wrong words than measured: decoding is

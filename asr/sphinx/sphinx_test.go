@@ -37,7 +37,7 @@ func TestGoForwardExact(t *testing.T) {
 //	cards     5/21 = 23.8%      5/21 = 23.8%
 //	librivox  18/71 = 25.4%     20/71 = 28.2%
 //
-// ("first-pass" is DefaultConfig: since session 6 the first pass, the
+// ("first-pass" is DefaultConfig: since its measurement on real speech the first pass, the
 // best-path pass and the pruning of configs/default.yaml. Without the
 // pruning, librivox was 17/71 = 23.9%; cards the same.)
 //

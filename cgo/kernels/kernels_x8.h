@@ -21,7 +21,7 @@
 // SmolLM2-135M 1.32x faster, prompts unchanged; a streamed line that lands in L1 4 KiB early is
 // mostly evicted again before its use. The device Xeon had read T1 42.6 against T0 39.7 t/s on
 // Qwen2.5-0.5B Q8_0 (medians of 3). NTA here and in the x4 tiles: Llama-3.2-1B Q4_0 decode 0.78x
-// (0.73-0.85, 4 alternated rounds, AMD dev VM, session 20).
+// (0.73-0.85, 4 alternated rounds, AMD dev VM, 2026-12-03).
 #ifndef KN_X16_HINT
 #define KN_X16_HINT _MM_HINT_T1
 #endif

@@ -3,7 +3,7 @@ package bench
 import "math"
 
 // How sure a bench turns figure is. One run's 48 paused sentences gave 3
-// and 6 cut-offs for the same config and seed (session 20), so a rate or a
+// and 6 cut-offs for the same config and seed (2026-12-03), so a rate or a
 // p95 without its interval invites reading noise as a change.
 
 // z95 is the standard normal quantile of a two-sided 95% interval.

@@ -11,7 +11,7 @@ func TestWilson(t *testing.T) {
 		lo, hi float64
 	}{
 		{0, 48, 0, 0.0741},      // no cut-off seen: still up to 7.4%
-		{6, 48, 0.0586, 0.2470}, // a run of session 20
+		{6, 48, 0.0586, 0.2470}, // a bench turns run of 2026-12-03
 		{24, 48, 0.3639, 0.6361},
 		{48, 48, 0.9259, 1},
 	} {

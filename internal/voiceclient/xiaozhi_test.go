@@ -98,7 +98,7 @@ func goforward(tb testing.TB) []int16 {
 // mode and framing, and with an abort: every turn is measured like /ws's,
 // and every mode hears the recording as pocketsphinx hears it uncoded.
 //
-// Session 5 saw this test's transcripts vary from run to run. Two causes,
+// This test's transcripts once varied from run to run. Two causes,
 // both in the test's input, not the server: the question was synthesized by
 // flite's slt voice, whose excitation is random (every synthesis in the
 // process differs; pocketsphinx heard alternate ones as "go forward ten
@@ -241,7 +241,7 @@ func quickDevice(t *testing.T, answerAfter int) *httptest.Server {
 // its mic off while the answer plays and sends the rest of its audio
 // afterwards, so the last turn can end before the audio is all sent, and no
 // message follows it. The run must end after the tail, not wait for a
-// message until its timeout (session 5's never-ending TestJSON/xiaozhi).
+// message until its timeout (a never-ending TestJSON/xiaozhi once).
 func TestRunXiaozhiAnswerBeforeTheAudioEnds(t *testing.T) {
 	srv := quickDevice(t, 5)
 	defer srv.Close()

@@ -33,7 +33,7 @@ package engine
 //     at the end of a quoted passage with ".") is proposed as that one
 //     (substitute).
 //     On the demo model a verification row costs ~0.12-0.27 of a one-token
-//     step (session 7's packed Q8_0 kernel) and a draft step ~0.1-0.15, which caps the speed-up near 1.3-1.5x
+//     step (the packed Q8_0 kernel) and a draft step ~0.1-0.15, which caps the speed-up near 1.3-1.5x
 //     at the distilled draft's acceptance; memory-bound targets gain more.
 //     Greedy output never depends on k; with sampling the output
 //     distribution does not either, but the exact tokens of a seeded run
