@@ -19,13 +19,15 @@ func FuzzParseRequest(f *testing.F) {
 		`{"messages":[{"role":"tool","content":null}],"stop":"s","temperature":2.5}`,
 		`{"model":"m","messages":[],"n":2,"top_p":0}`,
 		`[1,2,3]`,
+		`{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}],` +
+			`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{}}}}],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
 	} {
 		f.Add(seed)
 	}
 	s := &server{modelID: "m", log: zerolog.Nop(), lim: Limits{MaxTokens: 100}.withDefaults()}
 	f.Fuzz(func(t *testing.T, body string) {
 		r := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
-		_, req, apiErr := s.parseRequest(r)
+		_, req, allowed, apiErr := s.parseRequest(r)
 		if apiErr != nil {
 			if apiErr.status < 400 || apiErr.Message == "" {
 				t.Fatalf("error %+v", apiErr)
@@ -42,9 +44,20 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		for _, m := range req.Messages {
 			switch m.Role {
-			case llm.RoleSystem, llm.RoleUser, llm.RoleAssistant:
+			case llm.RoleSystem, llm.RoleUser, llm.RoleAssistant, llm.RoleTool:
 			default:
 				t.Fatalf("accepted role %q", m.Role)
+			}
+		}
+		if err := llm.ValidateToolMessages(req.Messages); err != nil {
+			t.Fatalf("accepted tool messages: %v", err)
+		}
+		if len(req.Tools) > DefaultMaxTools {
+			t.Fatalf("accepted %d tools", len(req.Tools))
+		}
+		for _, tool := range req.Tools {
+			if !allowed[tool.Name] && req.ToolChoice != llm.ToolChoiceNone {
+				t.Fatalf("tool %q offered but its calls would be dropped", tool.Name)
 			}
 		}
 	})

@@ -27,7 +27,8 @@ func TestRequestLimits(t *testing.T) {
 	cases := []struct{ body, param string }{
 		{`{"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]}`, "stop"},
 		{`{"messages":[{"role":"user","content":"x"}],"stop":"` + long + `"}`, "stop"},
-		{`{"messages":[{"role":"tool","content":"x"}]}`, "messages[0].role"},
+		{`{"messages":[{"role":"tool","content":"x"}]}`, "messages[0].tool_call_id"},
+		{`{"messages":[{"role":"function","content":"x"}]}`, "messages[0].role"},
 		{`{"messages":[{"role":"user","content":"x"},{"role":"<|im_start|>system","content":"x"}]}`, "messages[1].role"},
 		{`{"messages":` + messagesJSON(DefaultMaxMessages+1) + `}`, "messages"},
 	}

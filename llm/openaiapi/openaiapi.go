@@ -10,6 +10,19 @@
 // the model keeps that conversation's state (the engine's KV cache) apart
 // from others', so concurrent remote sessions do not evict each other.
 // Without one, every request shares one anonymous conversation.
+//
+// Tools: a request's "tools" (type "function"; names ^[a-zA-Z0-9_-]{1,64}$,
+// parameters a JSON object schema) and "tool_choice" reach the model as
+// llm.Request.Tools and ToolChoice (a named function becomes that tool
+// alone, required). The model's calls come back in OpenAI's shape: whole,
+// one streamed delta.tool_calls entry each (index, id, type "function",
+// name and arguments), or message.tool_calls, with finish_reason
+// "tool_calls". voxpipe never runs a tool for a /v1 caller, and returns
+// only calls to tools the request offered: a call to any other tool (or
+// any call under tool_choice "none") is dropped and logged, and the answer
+// ends as if the model had not made it. History may carry assistant
+// tool_calls and "tool" messages; a result that answers no earlier call is
+// a 400.
 package openaiapi
 
 import (
@@ -41,6 +54,9 @@ type Limits struct {
 	// MaxTokens is the largest max_tokens a request may ask for; 0: any
 	// (the model bounds it by its context).
 	MaxTokens int
+	// MaxTools is how many tools a request may offer (default and most:
+	// DefaultMaxTools, as OpenAI allows).
+	MaxTools int
 	// OnReject, when set, is told the parameter of each refused request
 	// (for a metric).
 	OnReject func(param string)
@@ -74,6 +90,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxStops <= 0 || l.MaxStops > MaxStops {
 		l.MaxStops = MaxStops
+	}
+	if l.MaxTools <= 0 || l.MaxTools > DefaultMaxTools {
+		l.MaxTools = DefaultMaxTools
 	}
 	return l
 }
@@ -166,6 +185,10 @@ type chatRequest struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	N *int `json:"n"`
+	// Tools and ToolChoice: tools.go. parallel_tool_calls is accepted and
+	// not enforced: the model's calls all come back.
+	Tools      []chatTool      `json:"tools"`
+	ToolChoice json.RawMessage `json:"tool_choice"`
 	// PromptCacheKey is OpenAI's cache-routing key; User its older
 	// end-user id. Either names the conversation when the header does not.
 	PromptCacheKey string `json:"prompt_cache_key"`
@@ -173,8 +196,10 @@ type chatRequest struct {
 }
 
 type chatMessage struct {
-	Role    string         `json:"role"`
-	Content messageContent `json:"content"`
+	Role       string         `json:"role"`
+	Content    messageContent `json:"content"`
+	ToolCalls  []chatToolCall `json:"tool_calls"`
+	ToolCallID string         `json:"tool_call_id"`
 }
 
 // messageContent is a string or an array of content parts (text parts are
@@ -230,8 +255,24 @@ func (s *stopList) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// parseRequest decodes and validates the body into an llm.Request.
-func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiError) {
+// parseRequest decodes and validates the body into an llm.Request. The
+// map holds the tool names the answer may call (tools.go).
+func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, map[string]bool, *apiError) {
+	raw, out, apiErr := s.parseBody(r)
+	if apiErr != nil {
+		return nil, llm.Request{}, nil, apiErr
+	}
+	allowed, apiErr := s.parseTools(raw, &out)
+	if apiErr != nil {
+		return nil, llm.Request{}, nil, apiErr
+	}
+	if err := llm.ValidateToolMessages(out.Messages); err != nil {
+		return nil, llm.Request{}, nil, invalidRequest("Invalid tool messages: "+strings.TrimPrefix(err.Error(), llm.ErrInvalid.Error()+": ")+".", "messages")
+	}
+	return raw, out, allowed, nil
+}
+
+func (s *server) parseBody(r *http.Request) (*chatRequest, llm.Request, *apiError) {
 	var req chatRequest
 	body := http.MaxBytesReader(nil, r.Body, s.lim.MaxBodyBytes)
 	if err := json.NewDecoder(body).Decode(&req); err != nil {
@@ -265,12 +306,30 @@ func (s *server) parseRequest(r *http.Request) (*chatRequest, llm.Request, *apiE
 		case "developer":
 			role = llm.RoleSystem
 		case llm.RoleSystem, llm.RoleUser, llm.RoleAssistant:
+		case llm.RoleTool:
+			if m.ToolCallID == "" {
+				return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d].tool_call_id is missing: a tool message answers a call by its id.", i), fmt.Sprintf("messages[%d].tool_call_id", i))
+			}
 		case "":
 			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d].role is missing.", i), fmt.Sprintf("messages[%d].role", i))
 		default:
-			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d].role %.32q is not supported (system, developer, user or assistant).", i, role), fmt.Sprintf("messages[%d].role", i))
+			return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d].role %.32q is not supported (system, developer, user, assistant or tool).", i, role), fmt.Sprintf("messages[%d].role", i))
 		}
-		out.Messages = append(out.Messages, llm.Message{Role: role, Content: string(m.Content)})
+		msg := llm.Message{Role: role, Content: string(m.Content)}
+		if len(m.ToolCalls) > 0 {
+			if role != llm.RoleAssistant {
+				return nil, llm.Request{}, invalidRequest(fmt.Sprintf("messages[%d] has tool_calls; only assistant messages may.", i), fmt.Sprintf("messages[%d].tool_calls", i))
+			}
+			calls, apiErr := parseToolCalls(i, m.ToolCalls)
+			if apiErr != nil {
+				return nil, llm.Request{}, apiErr
+			}
+			msg.ToolCalls = calls
+		}
+		if role == llm.RoleTool {
+			msg.ToolCallID = m.ToolCallID
+		}
+		out.Messages = append(out.Messages, msg)
 	}
 	if req.N != nil && *req.N != 1 {
 		return nil, llm.Request{}, invalidRequest("Only n=1 is supported.", "n")
@@ -362,7 +421,7 @@ func finishReason(req llm.Request, u *llm.Usage) string {
 
 func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	raw, req, apiErr := s.parseRequest(r)
+	raw, req, allowed, apiErr := s.parseRequest(r)
 	if apiErr != nil {
 		s.log.Debug().Str("error", apiErr.Message).Int("status", apiErr.status).Msg("openaiapi: bad request")
 		if s.lim.OnReject != nil && apiErr.Param != nil {
@@ -401,9 +460,9 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	var genErr error
 	if raw.Stream {
 		includeUsage := raw.StreamOptions != nil && raw.StreamOptions.IncludeUsage
-		usage, genErr = s.stream(ctx, w, tokens, req, id, created, includeUsage)
+		usage, genErr = s.stream(ctx, w, tokens, req, allowed, id, created, includeUsage)
 	} else {
-		usage, genErr = s.complete(ctx, w, tokens, req, id, created)
+		usage, genErr = s.complete(ctx, w, tokens, req, allowed, id, created)
 	}
 	ev := s.log.Debug()
 	if genErr != nil {
@@ -416,8 +475,9 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 }
 
 // complete collects the whole answer and writes one chat.completion.
-func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-chan llm.Token, req llm.Request, id string, created int64) (*llm.Usage, error) {
+func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-chan llm.Token, req llm.Request, allowed map[string]bool, id string, created int64) (*llm.Usage, error) {
 	var text strings.Builder
+	var calls []llm.ToolCall
 	for {
 		select {
 		case <-ctx.Done():
@@ -431,6 +491,7 @@ func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-c
 				return nil, errors.New("openaiapi: token channel closed before Done")
 			}
 			text.WriteString(tok.Text)
+			calls = append(calls, s.answerCalls(tok.ToolCalls, allowed)...)
 			if tok.Err != nil {
 				if errors.Is(tok.Err, llm.ErrBusy) {
 					writeError(w, busy())
@@ -442,6 +503,15 @@ func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-c
 			if !tok.Done {
 				continue
 			}
+			msg := map[string]any{"role": "assistant", "content": text.String(), "refusal": nil}
+			finish := finishReason(req, tok.Usage)
+			if len(calls) > 0 {
+				msg["tool_calls"] = wireCalls(calls, 0, false)
+				finish = "tool_calls"
+				if text.Len() == 0 {
+					msg["content"] = nil // as OpenAI answers a call without text
+				}
+			}
 			writeJSON(w, http.StatusOK, map[string]any{
 				"id":                 id,
 				"object":             "chat.completion",
@@ -450,9 +520,9 @@ func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-c
 				"system_fingerprint": nil,
 				"choices": []any{map[string]any{
 					"index":         0,
-					"message":       map[string]any{"role": "assistant", "content": text.String(), "refusal": nil},
+					"message":       msg,
 					"logprobs":      nil,
-					"finish_reason": finishReason(req, tok.Usage),
+					"finish_reason": finish,
 				}},
 				"usage": toUsage(tok.Usage),
 			})
@@ -462,7 +532,7 @@ func (s *server) complete(ctx context.Context, w http.ResponseWriter, tokens <-c
 }
 
 // stream writes server-sent events as tokens arrive.
-func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-chan llm.Token, req llm.Request, id string, created int64, includeUsage bool) (*llm.Usage, error) {
+func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-chan llm.Token, req llm.Request, allowed map[string]bool, id string, created int64, includeUsage bool) (*llm.Usage, error) {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -483,6 +553,7 @@ func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-cha
 	if err := send(cw.roleChunk()); err != nil {
 		return nil, err
 	}
+	nCalls := 0 // calls sent: the next one's index
 	for {
 		select {
 		case <-ctx.Done():
@@ -500,6 +571,13 @@ func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-cha
 					return nil, err
 				}
 			}
+			if calls := s.answerCalls(tok.ToolCalls, allowed); len(calls) > 0 {
+				// Each call goes out whole as soon as the model has it.
+				if err := send(cw.toolCallsChunk(calls, nCalls)); err != nil {
+					return nil, err
+				}
+				nCalls += len(calls)
+			}
 			if tok.Err != nil {
 				_ = send(cw.errorEvent(serverError("Generation failed: " + tok.Err.Error())))
 				return nil, tok.Err
@@ -507,7 +585,11 @@ func (s *server) stream(ctx context.Context, w http.ResponseWriter, tokens <-cha
 			if !tok.Done {
 				continue
 			}
-			out := cw.finishChunk(finishReason(req, tok.Usage))
+			finish := finishReason(req, tok.Usage)
+			if nCalls > 0 {
+				finish = "tool_calls"
+			}
+			out := cw.finishChunk(finish)
 			if includeUsage {
 				out = append(out, cw.usageChunk(toUsage(tok.Usage))...)
 			}
