@@ -281,6 +281,28 @@ def greedy_answer(model, tok, messages, device, max_new=60):
     return tok.decode(out)
 
 
+def tool_check(model, tok, dialogues, device, log, limit=120):
+    """Greedy answers to tools.py's validation requests (frames seen in training, new slots): the share whose first
+    answer is exactly the expected call (or, for the questions that only mention the words, has no call)."""
+    ok = calls = n = 0
+    bad = []
+    for d in dialogues[:limit]:
+        msgs = d["messages"]
+        i = next(k for k in range(len(msgs)) if msgs[k]["role"] == "assistant" and
+                 msgs[k - 1]["content"].find("<tool_response>") < 0 and
+                 (msgs[k]["content"].startswith("<tool_call>") or d["src"] == "tools-negative"))
+        want = msgs[i]["content"]
+        got = greedy_answer(model, tok, msgs[:i], device, max_new=48)
+        n += 1
+        calls += "<tool_call>" in got
+        if (got == want) if want.startswith("<tool_call>") else ("<tool_call>" not in got):
+            ok += 1
+        elif len(bad) < 8:
+            bad.append({"prompt": msgs[i - 1]["content"][-80:], "want": want, "got": got})
+    log("tool check: %d/%d right, %d answers with a call" % (ok, n, calls))
+    return {"right": ok, "of": n, "with_call": calls, "wrong": bad}
+
+
 # ------------------------------------------------------------------------------------------ GGUF
 
 GGUF_U32, GGUF_F32, GGUF_BOOL, GGUF_STR, GGUF_ARR, GGUF_I32 = 4, 6, 7, 8, 9, 5
@@ -330,7 +352,7 @@ def q8_0_bytes(t):
     return out.tobytes()
 
 
-def write_gguf(path, model, tok, name, dtype):
+def write_gguf(path, model, tok, name, dtype, tool_format=""):
     cfg = model.cfg
     vocab = tok.get_vocab()
     tokens = [None] * len(vocab)
@@ -367,6 +389,9 @@ def write_gguf(path, model, tok, name, dtype):
     ]
     if dtype == "q8_0":
         kvs.append(("general.quantization_version", GGUF_U32, 2))
+    if tool_format:
+        # how llm/engine/chat lists tools for this model (tools.py: the compact line it was trained on)
+        kvs.append(("voxpipe.tool_format", GGUF_STR, tool_format))
     sd = {k: v.detach().float().cpu() for k, v in model.state_dict().items()}
     tensors = [("token_embd.weight", sd["embed.weight"]), ("output_norm.weight", sd["norm.weight"])]
     names = dict(attn_norm="attn_norm.weight", wq="attn_q.weight", wk="attn_k.weight", wv="attn_v.weight",
@@ -436,6 +461,8 @@ def main():
     ap.add_argument("--patience", type=int, default=0,
                     help="stop after this many evaluations without a better validation loss (0: never)")
     ap.add_argument("--device", default="cuda", help="cuda; cpu only for smoke tests")
+    ap.add_argument("--tool-format", default="", help="voxpipe.tool_format of the export (compact: tools.py's "
+                    "tool line; empty: the template's own format)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     random.seed(args.seed)
@@ -455,6 +482,8 @@ def main():
     train_d = load_jsonl(os.path.join(args.data, "train.jsonl"))
     valid_d = load_jsonl(os.path.join(args.data, "valid.jsonl"))
     held = load_jsonl(os.path.join(args.data, "heldout.jsonl"))
+    tv = os.path.join(args.data, "valid-tools.jsonl")  # tools.py's validation rounds, when the corpus has them
+    tool_valid = load_jsonl(tv) if os.path.exists(tv) else []
     if args.tokenizer:
         tok = load_tokenizer_file(args.tokenizer)
         log("tokenizer: %d tokens, from %s" % (tok.get_vocab_size(), args.tokenizer))
@@ -477,7 +506,7 @@ def main():
         stats["shape"] = SHAPES[name]
         path = os.path.join(args.out, "voxpipe-%s-%s.gguf" % (name, args.dtype))
         size = write_gguf(path, model, tok, "voxpipe-demo-" + name if name in ("target", "draft") else "voxpipe-" + name,
-                          args.dtype)
+                          args.dtype, args.tool_format)
         stats["gguf_bytes"] = size
         if args.tokenizer and args.tokenizer.endswith(".gguf"):
             stats["same_tokenizer"] = same_tokenizer(path, args.tokenizer)
@@ -486,6 +515,8 @@ def main():
         if name != "draft":
             stats["samples"] = [{"question": h["messages"][-1]["content"], "reference": h["reference"],
                                  "answer": greedy_answer(model, tok, h["messages"], device)} for h in held[:30]]
+            if tool_valid:
+                stats["tool_calls"] = tool_check(model, tok, tool_valid[:100] + tool_valid[-20:], device, log)
         report[name] = stats
         log("%s exported (%d bytes)" % (name, size))
         del model
