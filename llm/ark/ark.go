@@ -2,10 +2,19 @@
 // the official SDK's runtime client (volcengine-go-sdk service/arkruntime).
 // Answers stream over Ark's OpenAI-style chat completions; the wire facts
 // the code relies on are in ../shared/docs/volcengine-protocols.md, section 1.
+//
+// Function calling goes through the SDK's model types: llm.Request.Tools
+// become "tools" (type "function"), ToolChoice "tool_choice", and history
+// carries assistant tool_calls and "tool" messages. Streamed
+// delta.tool_calls are assembled per index (llm/openai/toolcall: Ark's
+// stream is OpenAI's shape) and each call is passed on whole in
+// llm.Token.ToolCalls once its arguments are complete, at the latest on the
+// Done token.
 package ark
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +29,7 @@ import (
 	"github.com/volcengine/volcengine-go-sdk/service/arkruntime/model"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/openai/toolcall"
 )
 
 // KeyEnv is the environment variable the API key is read from.
@@ -76,11 +86,27 @@ func New(cfg Config) (*Client, error) {
 	return &Client{cfg: cfg, c: c}, nil
 }
 
-func (c *Client) request(req llm.Request) model.CreateChatCompletionRequest {
+// request builds the SDK's request; its error (malformed tools or tool
+// messages) wraps llm.ErrInvalid.
+func (c *Client) request(req llm.Request) (model.CreateChatCompletionRequest, error) {
+	if err := toolcall.CheckRequest(req); err != nil {
+		return model.CreateChatCompletionRequest{}, fmt.Errorf("ark: %w", err)
+	}
 	msgs := make([]*model.ChatCompletionMessage, len(req.Messages))
 	for i, m := range req.Messages {
 		content := m.Content
-		msgs[i] = &model.ChatCompletionMessage{Role: m.Role, Content: &model.ChatCompletionMessageContent{StringValue: &content}}
+		msg := &model.ChatCompletionMessage{Role: m.Role, Content: &model.ChatCompletionMessageContent{StringValue: &content}, ToolCallID: m.ToolCallID}
+		if len(m.ToolCalls) > 0 && content == "" {
+			msg.Content = nil // null, as Ark answers a call without text
+		}
+		for _, tc := range m.ToolCalls {
+			args := tc.Arguments
+			if args == "" {
+				args = "{}"
+			}
+			msg.ToolCalls = append(msg.ToolCalls, &model.ToolCall{ID: tc.ID, Type: model.ToolTypeFunction, Function: model.FunctionCall{Name: tc.Name, Arguments: args}})
+		}
+		msgs[i] = msg
 	}
 	r := model.CreateChatCompletionRequest{
 		Model:         c.cfg.Model,
@@ -98,14 +124,27 @@ func (c *Client) request(req llm.Request) model.CreateChatCompletionRequest {
 	if req.TopP > 0 {
 		r.TopP = &req.TopP
 	}
-	return r
+	for _, t := range req.Tools {
+		params, _ := toolcall.Parameters(t) // checked above
+		r.Tools = append(r.Tools, &model.Tool{Type: model.ToolTypeFunction, Function: &model.FunctionDefinition{
+			Name: t.Name, Description: t.Description, Parameters: json.RawMessage(params)}})
+	}
+	if len(r.Tools) > 0 && req.ToolChoice != llm.ToolChoiceAuto {
+		r.ToolChoice = req.ToolChoice // "none" or "required", Ark's strings too
+	}
+	return r, nil
 }
 
-// Stream implements llm.Model. Opening the stream happens in the
-// background; its failure arrives as the first Token's Err.
+// Stream implements llm.Model. A request with malformed tools fails at
+// once (llm.ErrInvalid); opening the stream happens in the background, and
+// its failure arrives as the first Token's Err.
 func (c *Client) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
+	r, err := c.request(req)
+	if err != nil {
+		return nil, err
+	}
 	out := make(chan llm.Token, 16)
-	go c.run(ctx, req, out)
+	go c.run(ctx, r, out)
 	return out, nil
 }
 
@@ -114,7 +153,7 @@ type errTimeout struct{ what string }
 
 func (e errTimeout) Error() string { return "ark: timed out waiting for the " + e.what }
 
-func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token) {
+func (c *Client) run(ctx context.Context, req model.CreateChatCompletionRequest, out chan<- llm.Token) {
 	defer close(out)
 	send := func(t llm.Token) bool {
 		select {
@@ -156,7 +195,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 		GetConn:      func(string) { start.Store(time.Now().UnixNano()) },
 		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(time.Now().UnixNano()) },
 	}
-	stream, err := c.c.CreateChatCompletionStream(httptrace.WithClientTrace(rctx, trace), c.request(req))
+	stream, err := c.c.CreateChatCompletionStream(httptrace.WithClientTrace(rctx, trace), req)
 	if err != nil {
 		fail(err)
 		return
@@ -168,11 +207,18 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 	var usage *llm.Usage
 	first := true
 	var firstAt int64
+	var calls toolcall.Assembler
+	malformed := func(err error) { fail(fmt.Errorf("ark: malformed tool call in the answer: %w", err)) }
 	for {
 		resp, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			if !stream.IsFinished {
 				fail(errors.New("ark: connection closed before [DONE]"))
+				return
+			}
+			rest, err := calls.Finish() // calls of an answer without finish_reason
+			if err != nil {
+				malformed(err)
 				return
 			}
 			if usage == nil {
@@ -181,7 +227,7 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 			if s, w := start.Load(), wrote.Load(); s != 0 && w >= s && firstAt >= w {
 				usage.TTFTNetwork, usage.TTFTServer = time.Duration(w-s), time.Duration(firstAt-w)
 			}
-			send(llm.Token{Done: true, Usage: usage})
+			send(llm.Token{Done: true, Usage: usage, ToolCalls: rest})
 			// The body's end, so the connection goes back to the pool.
 			if stream.Response != nil {
 				_, _ = io.Copy(io.Discard, io.LimitReader(stream.Response.Body, 64<<10))
@@ -203,16 +249,44 @@ func (c *Client) run(ctx context.Context, req llm.Request, out chan<- llm.Token)
 			}
 		}
 		for _, ch := range resp.Choices { // the usage chunk has none
-			if ch == nil || ch.Index != 0 || ch.Delta.Content == "" {
+			if ch == nil || ch.Index != 0 {
 				continue
 			}
+			for _, d := range ch.Delta.ToolCalls {
+				if d == nil {
+					continue
+				}
+				if err := calls.Add(toolcall.Delta{Index: d.Index, ID: d.ID, Type: string(d.Type), Name: d.Function.Name, Arguments: d.Function.Arguments}); err != nil {
+					malformed(err)
+					return
+				}
+			}
+			var ready []llm.ToolCall
+			if ch.FinishReason != "" {
+				rest, err := calls.Finish()
+				if err != nil {
+					malformed(err)
+					return
+				}
+				ready = append(calls.Ready(), rest...)
+			} else if len(ch.Delta.ToolCalls) > 0 {
+				ready = calls.Ready()
+			}
+			if ch.Delta.Content == "" && len(ch.Delta.ToolCalls) == 0 && len(ready) == 0 {
+				continue
+			}
+			// An argument delta is a token for the watch, though the
+			// call is passed on only when whole.
 			if first {
 				first = false
 				firstAt = time.Now().UnixNano()
 				stopWatch()
 				watch = nil
 			}
-			if !send(llm.Token{Text: ch.Delta.Content}) {
+			if ch.Delta.Content == "" && len(ready) == 0 {
+				continue
+			}
+			if !send(llm.Token{Text: ch.Delta.Content, ToolCalls: ready}) {
 				return
 			}
 		}

@@ -22,10 +22,14 @@ import (
 // followed by a blank line, a usage-only chunk, [DONE]. fault picks one
 // misbehaviour.
 type fakeArk struct {
-	key      string
-	words    []string
-	fault    string // "", "500", "429", "401", "instream", "drop", "stall"
-	once     bool   // the fault hits the first request only
+	key   string
+	words []string
+	fault string // "", "500", "429", "401", "instream", "drop", "stall"
+	once  bool   // the fault hits the first request only
+	// deltas are raw "delta" objects (tool calls, in Ark's wire shape)
+	// sent after the words, one chunk each; finish replaces "stop".
+	deltas   []string
+	finish   string
 	requests atomic.Int32
 	lastBody atomic.Value // map[string]any
 }
@@ -93,7 +97,14 @@ func (f *fakeArk) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		event(chunk(wd, ""))
 	}
-	event(chunk("", "stop"))
+	for _, d := range f.deltas {
+		event(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":` + d + `,"finish_reason":null}]}`)
+	}
+	finish := "stop"
+	if f.finish != "" {
+		finish = f.finish
+	}
+	event(chunk("", finish))
 	event(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":8}}}`)
 	event("[DONE]")
 }
