@@ -92,12 +92,12 @@ func TestLoad(t *testing.T) {
 
 func TestSanitizeAndUnique(t *testing.T) {
 	for in, want := range map[string]string{
-		"echo":                         "echo",
+		"echo":                          "echo",
 		"self.audio_speaker.set_volume": "self_audio_speaker_set_volume",
-		"a b/c":                        "a_b_c",
-		"":                             "tool",
-		"é":                            "__",
-		strings.Repeat("x", 70):        strings.Repeat("x", 64),
+		"a b/c":                         "a_b_c",
+		"":                              "tool",
+		"é":                             "__",
+		strings.Repeat("x", 70):         strings.Repeat("x", 64),
 	} {
 		if got := sanitize(in); got != want {
 			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)

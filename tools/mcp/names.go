@@ -16,7 +16,7 @@ func sanitize(name string) string {
 	}
 	b := []byte(name)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !nameByte(c) {
 			b[i] = '_'
 		}
 	}
@@ -41,4 +41,8 @@ func unique(name string, taken map[string]bool) string {
 	}
 	taken[out] = true
 	return out
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }

@@ -123,13 +123,20 @@ func (s *server) session(ctx context.Context, first bool) (upSince time.Time, er
 	defer func() {
 		s.setDown()
 		_ = cs.Close()
-		<-ended
+		if werr := <-ended; werr != nil {
+			s.log.Debug().Err(werr).Msg("mcp session closed")
+		}
 		proc.cleanup()
+		if err != nil && ctx.Err() == nil {
+			// The command has exited and its stderr is all read: its last
+			// lines usually say why it ended.
+			err = fmt.Errorf("%w%s", err, proc.stderrTail())
+		}
 	}()
 
 	list, err := s.list(cctx, cs)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("tools/list: %w%s", err, proc.stderrTail())
+		return time.Time{}, fmt.Errorf("tools/list: %w", err)
 	}
 	cancel()
 	s.setUp(cs, list)
@@ -152,13 +159,13 @@ func (s *server) session(ctx context.Context, first bool) (upSince time.Time, er
 			if err == nil {
 				err = errSessionEnded
 			}
-			return upSince, fmt.Errorf("%w%s", err, proc.stderrTail())
+			return upSince, err
 		case <-s.refresh:
 			lctx, lcancel := context.WithTimeout(ctx, s.m.opts.ConnectTimeout)
 			list, err := s.list(lctx, cs)
 			lcancel()
 			if err != nil {
-				if !answered(err) {
+				if answered(err) == nil {
 					return upSince, fmt.Errorf("tools/list after list_changed: %w", err)
 				}
 				// The server is there but would not list: keep the tools it had.
@@ -183,7 +190,7 @@ func (s *server) ping(ctx context.Context, cs *sdk.ClientSession) error {
 	pctx, cancel := context.WithTimeout(ctx, s.m.opts.PingTimeout)
 	defer cancel()
 	err := cs.Ping(pctx, nil)
-	if err == nil || answered(err) {
+	if err == nil || answered(err) != nil {
 		// An error answer (a server without ping) still proves it is there.
 		return nil
 	}
@@ -360,11 +367,26 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return h.base.RoundTrip(r)
 }
 
-// answered reports whether err is the server's own JSON-RPC error answer
-// (it is up, it refused) rather than a transport failure.
-func answered(err error) bool {
+// JSON-RPC codes the SDK makes up on the client side for a transport that
+// failed (an HTTP error status, a closed pipe): no server sent them.
+const (
+	codeClientClosing = -32003
+	codeServerClosing = -32004
+	codeRejected      = -32005
+)
+
+// answered returns the server's own JSON-RPC error answer in err (it is
+// up, it refused), or nil when err is a transport failure.
+func answered(err error) *jsonrpc.Error {
 	var werr *jsonrpc.Error
-	return errors.As(err, &werr)
+	if !errors.As(err, &werr) {
+		return nil
+	}
+	switch werr.Code {
+	case codeClientClosing, codeServerClosing, codeRejected:
+		return nil
+	}
+	return werr
 }
 
 // tailWriter logs a command's stderr line by line (Debug) and keeps the

@@ -3,12 +3,10 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/voxpipe/voxpipe/llm"
@@ -62,11 +60,11 @@ func (t *tool) Call(ctx context.Context, call tools.Call) (string, error) {
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: t.real, Arguments: args})
 	if err != nil {
-		var werr *jsonrpc.Error
+		werr := answered(err)
 		switch {
 		case ctx.Err() != nil:
 			return "", fmt.Errorf("mcp server %q, tool %s: %w", t.s.name, t.real, ctx.Err())
-		case errors.As(err, &werr):
+		case werr != nil:
 			// The server answered with a protocol error (unknown tool,
 			// invalid params): it is up, the call is wrong.
 			return "", fmt.Errorf("mcp server %q, tool %s: %s", t.s.name, t.real, werr.Message)
