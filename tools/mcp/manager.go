@@ -205,6 +205,9 @@ type ServerStatus struct {
 
 // Status reports every enabled server, sorted by name.
 func (m *Manager) Status() []ServerStatus {
+	if m == nil {
+		return nil
+	}
 	out := make([]ServerStatus, 0, len(m.servers))
 	for _, s := range m.servers {
 		out = append(out, s.status())

@@ -21,6 +21,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
 
 	"github.com/voxpipe/voxpipe/tools"
 	"github.com/voxpipe/voxpipe/tools/mcp/internal/testserver"
@@ -439,5 +440,46 @@ func TestHTTPBadToken(t *testing.T) {
 	st := m.Status()[0]
 	if st.Connected || st.LastErr == nil {
 		t.Errorf("status: %+v", st)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	b := backoff{min: 250 * time.Millisecond, max: 2 * time.Second, healthy: time.Minute}
+	var got []time.Duration
+	for range 6 {
+		got = append(got, b.after(0))
+	}
+	want := []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 2 * time.Second, 2 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("failing server: have %v, want %v", got, want)
+	}
+	if d := b.after(59 * time.Second); d != 2*time.Second {
+		t.Errorf("after a short session: have %v", d)
+	}
+	if d := b.after(time.Minute); d != 250*time.Millisecond {
+		t.Errorf("after a healthy minute: have %v, want the minimum again", d)
+	}
+	if d := b.after(0); d != 500*time.Millisecond {
+		t.Errorf("next: have %v", d)
+	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	hs := newHTTPServer(t, "tok")
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	log := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	m, err := Start(context.Background(), Config{Servers: map[string]ServerConfig{
+		"local": stdio("-tools", "echo,crash"),
+		"web":   {Type: "http", URL: hs.URL, Headers: map[string]string{"Authorization": "Bearer tok"}},
+	}}, Options{MinBackoff: 10 * time.Millisecond}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCall(t, m, "web_echo", `{"text":"x"}`)
+	_, _ = call(t, m, "crash", `{}`)
+	eventually(t, "the restart", func() bool { return m.Status()[0].Restarts >= 1 && m.Status()[0].Connected })
+	mustCall(t, m, "local_echo", `{"text":"x"}`)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

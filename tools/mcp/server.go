@@ -65,9 +65,27 @@ func nudge(c chan struct{}) {
 	}
 }
 
+// backoff is the wait before a restart: min, doubling to max, back to min
+// after a session that stayed up for healthy.
+type backoff struct {
+	min, max, healthy time.Duration
+	next              time.Duration
+}
+
+// after returns the wait after a session that was up for up (0: it never
+// came up).
+func (b *backoff) after(up time.Duration) time.Duration {
+	if b.next == 0 || up >= b.healthy {
+		b.next = b.min
+	}
+	d := b.next
+	b.next = min(b.next*2, b.max)
+	return d
+}
+
 // run connects, serves and reconnects until ctx is done.
 func (s *server) run(ctx context.Context) {
-	delay := s.m.opts.MinBackoff
+	b := backoff{min: s.m.opts.MinBackoff, max: s.m.opts.MaxBackoff, healthy: s.m.opts.HealthyAfter}
 	defer s.tried()
 	for first := true; ; first = false {
 		upSince, err := s.session(ctx, first)
@@ -79,9 +97,11 @@ func (s *server) run(ctx context.Context) {
 		n := s.restarts + 1
 		s.mu.Unlock()
 		s.tried()
-		if !upSince.IsZero() && time.Since(upSince) >= s.m.opts.HealthyAfter {
-			delay = s.m.opts.MinBackoff
+		var up time.Duration
+		if !upSince.IsZero() {
+			up = time.Since(upSince)
 		}
+		delay := b.after(up)
 		s.log.Warn().Err(err).Dur("retry_in", delay).Int("restart", n).Msg("mcp server down; restarting")
 		t := time.NewTimer(delay)
 		select {
@@ -90,7 +110,6 @@ func (s *server) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		delay = min(delay*2, s.m.opts.MaxBackoff)
 		s.mu.Lock()
 		s.restarts = n
 		s.mu.Unlock()
@@ -295,8 +314,11 @@ func (s *server) status() ServerStatus {
 // transport builds a fresh transport for one session.
 func (s *server) transport() (sdk.Transport, *process, error) {
 	if s.cfg.Type == "http" {
-		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers}}
-		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, &process{}, nil
+		// A transport of its own, so that the session's end closes its
+		// idle connections too.
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		hc := &http.Client{Transport: headerTransport{base: base, headers: s.cfg.Headers}}
+		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, &process{http: base}, nil
 	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...) //nolint:gosec,noctx // the operator's config names the command; its lifetime is the session's, ended by Close
 	cmd.Dir = s.cfg.Cwd
@@ -325,12 +347,17 @@ func (s *server) transport() (sdk.Transport, *process, error) {
 type process struct {
 	cmd    *exec.Cmd // nil for HTTP
 	stderr *tailWriter
+	http   *http.Transport // nil for a command
 }
 
-// cleanup ends what is left of the command's process group (a server run
+// cleanup closes an HTTP server's idle connections, or ends what is left
+// of the command's process group (a server run
 // through npx or a shell leaves its real process behind otherwise) and
 // reaps the command if the transport did not.
 func (p *process) cleanup() {
+	if p.http != nil {
+		p.http.CloseIdleConnections()
+	}
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
