@@ -18,15 +18,13 @@ var timerTool = llm.Tool{Name: "set_timer", Parameters: json.RawMessage(`{"type"
 
 // toolTurn is what one streamed answer delivered.
 type toolTurn struct {
-	text     string
-	calls    []llm.ToolCall
-	onDone   int // how many calls came on the Done token
-	err      error
-	textSeen chan struct{} // closed when the first text token arrived
+	text   string
+	calls  []llm.ToolCall
+	onDone int // how many calls came on the Done token
+	err    error
 }
 
-// askTools streams req and gathers text and calls; textSeen lets the
-// server go on only once the text before the calls was passed on.
+// askTools streams req and gathers its text and calls.
 func askTools(t *testing.T, m llm.Model, req llm.Request) *toolTurn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -124,3 +124,61 @@ func jsonEqual(t *testing.T, a, b json.RawMessage) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// BenchmarkV1ToolTurn: one streamed answer through this client and a
+// second voxpipe's /v1 on loopback, over a model that answers at once:
+// a text answer against the same answer plus one tool call, and the whole
+// tool round (the call, then the answer to its result). The difference of
+// the first two is what carrying a call costs on this path.
+//
+//	go test -run '^$' -bench V1ToolTurn -benchtime 2000x ./llm/openai
+func BenchmarkV1ToolTurn(b *testing.B) {
+	m := &callingModel{}
+	srv := httptest.NewServer(openaiapi.New(m, "voxpipe-remote", zerolog.Nop()))
+	defer srv.Close()
+	c, err := NewClient(Config{BaseURL: srv.URL + "/v1", Model: "voxpipe-remote"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	user := []llm.Message{{Role: llm.RoleUser, Content: "Weather in Paris?"}}
+	run := func(b *testing.B, req llm.Request) (text string, calls []llm.ToolCall) {
+		toks, err := c.Stream(context.Background(), req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for tok := range toks {
+			if tok.Err != nil {
+				b.Fatal(tok.Err)
+			}
+			text += tok.Text
+			calls = append(calls, tok.ToolCalls...)
+		}
+		return text, calls
+	}
+	b.Run("text", func(b *testing.B) {
+		// No tools offered: /v1 drops the model's calls, the text is the same.
+		for b.Loop() {
+			run(b, llm.Request{Messages: user})
+		}
+	})
+	withTools := llm.Request{Messages: user, Tools: []llm.Tool{weatherTool, timerTool}}
+	b.Run("text+call", func(b *testing.B) {
+		for b.Loop() {
+			if _, calls := run(b, withTools); len(calls) != 2 {
+				b.Fatalf("calls %+v", calls)
+			}
+		}
+	})
+	b.Run("round", func(b *testing.B) {
+		for b.Loop() {
+			text, calls := run(b, withTools)
+			req := withTools
+			req.Messages = append(append([]llm.Message(nil), user...), llm.Message{Role: llm.RoleAssistant, Content: text, ToolCalls: calls})
+			for _, call := range calls {
+				req.Messages = append(req.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: call.ID, Content: `{"ok":true}`})
+			}
+			run(b, req)
+		}
+	})
+}
