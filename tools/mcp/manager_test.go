@@ -377,7 +377,7 @@ type httpServer struct {
 	down atomic.Bool
 }
 
-func newHTTPServer(t *testing.T, token string) *httpServer {
+func newHTTPServer(t testing.TB, token string) *httpServer {
 	mcpServer := testserver.New(testserver.Options{Tools: []string{"echo", "add", "slow"}})
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcpServer }, nil)
 	hs := &httpServer{}
