@@ -13,6 +13,10 @@ type Config struct {
 	ContextSize int // tokens per sequence; 0 = the model's context_length capped at 4096
 
 	ChatTemplate string // "" = detected from the model; chatml|llama3|llama2|raw
+	// ToolFormat is how tools are listed in prompts (chat.ToolsTemplate,
+	// chat.ToolsCompact); "" = the model's voxpipe.tool_format metadata, else
+	// the template's own convention.
+	ToolFormat string
 
 	Temperature   float32
 	TopK          int

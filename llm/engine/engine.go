@@ -45,6 +45,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/voxpipe/voxpipe/llm"
@@ -62,6 +63,8 @@ type Engine struct {
 	model    *model
 	tok      *tokenizer.Tokenizer
 	template string
+	tools    string        // tool format (chat.ToolsTemplate, chat.ToolsCompact)
+	callSeq  atomic.Uint64 // numbers the tool calls the model makes (tools.go)
 	rt       *compute
 	samp     *sampler    // decodeIDs' sampler (bench and tests)
 	one      [1]int32    // the token fed in a decode step
@@ -107,7 +110,8 @@ type request struct {
 	// queued (BenchConcurrent's is random tokens). BenchConcurrent also sets
 	// ignoreEOG: decoding runs to MaxTokens whatever the model samples.
 	prompt    []int32
-	opens     []string // likely answer openings (opening.go), found off the scheduler too
+	tools     toolPrompt // how the prompt offered tools (tools.go)
+	opens     []string   // likely answer openings (opening.go), found off the scheduler too
 	ignoreEOG bool
 	timing    *seqTiming
 
@@ -187,6 +191,14 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		t, _ := f.String("tokenizer.chat_template")
 		template = chat.Detect(t)
 	}
+	toolFormat := cfg.ToolFormat
+	if toolFormat == "" {
+		toolFormat, _ = f.String("voxpipe.tool_format")
+	}
+	if toolFormat != chat.ToolsTemplate && toolFormat != chat.ToolsCompact {
+		_ = release()
+		return nil, fmt.Errorf("%w: tool format %q", chat.ErrToolFormat, toolFormat)
+	}
 	e := &Engine{
 		cfg:      cfg,
 		file:     f,
@@ -194,6 +206,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		model:    m,
 		tok:      tok,
 		template: template,
+		tools:    toolFormat,
 		rt:       newCompute(m, cfg.Threads, cfg.ContextSize, defaultBatch),
 		samp:     newSampler(m.hp.vocab),
 		queue:    make(chan *request, cfg.QueueSize),
@@ -277,11 +290,15 @@ func (e *Engine) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token,
 		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
 	maxTokens := e.maxTokens(&req)
-	prompt, err := e.renderPrompt(req.Messages, maxTokens)
+	tp, err := e.toolPrompt(&req)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}
-	r := &request{ctx: ctx, req: req, prompt: prompt, opens: e.openingsFor(req.Messages), out: make(chan llm.Token, maxTokens+3), enqueued: called}
+	prompt, err := e.renderPrompt(req.Messages, tp, maxTokens)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
+	}
+	r := &request{ctx: ctx, req: req, prompt: prompt, tools: tp, opens: e.openingsFor(req.Messages), out: make(chan llm.Token, maxTokens+3), enqueued: called}
 	if err := e.enqueue(r); err != nil {
 		return nil, err
 	}
@@ -375,7 +392,7 @@ func (e *Engine) samplerFor(req *llm.Request) samplerParams {
 // tokenised at most once, walking back from the newest until the budget is
 // spent, and the kept prompt is rendered and tokenised once more (again
 // for the rare template whose joins change a count).
-func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error) {
+func (e *Engine) renderPrompt(msgs []llm.Message, tp toolPrompt, maxTokens int) ([]int32, error) {
 	if len(msgs) == 0 {
 		return nil, ErrEmptyPrompt
 	}
@@ -388,7 +405,7 @@ func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error
 		first++
 	}
 	// fixed: the system prompt, BOS and the generation prompt.
-	fixed, err := e.countTokens(msgs[:first], true)
+	fixed, err := e.countTokens(msgs[:first], tp.opts, true)
 	if err != nil {
 		return nil, err
 	}
@@ -397,7 +414,7 @@ func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error
 	cuts := make([]int, 0, 8)
 	total := fixed
 	for i := len(msgs) - 1; i >= first && total <= budget; i-- {
-		n, err := e.countTokens(msgs[i:i+1], false)
+		n, err := e.countTokens(msgs[i:i+1], chat.Options{}, false)
 		if err != nil {
 			return nil, err
 		}
@@ -412,10 +429,11 @@ func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error
 	// the next shorter one.
 	for k := len(cuts) - 1; k >= 0; k-- {
 		kept := append(msgs[:first:first], msgs[cuts[k]:]...)
-		text, err := chat.Render(e.template, kept, true)
+		text, err := chat.RenderWith(e.template, kept, tp.opts, true)
 		if err != nil {
 			return nil, err
 		}
+		text += tp.suffix
 		ids := e.tok.Encode(text, true, true)
 		if len(ids) == 0 {
 			return nil, ErrEmptyPrompt
@@ -435,8 +453,8 @@ func (e *Engine) renderPrompt(msgs []llm.Message, maxTokens int) ([]int32, error
 
 // countTokens is how many tokens msgs render to on their own (with BOS and
 // the generation prompt when whole is set).
-func (e *Engine) countTokens(msgs []llm.Message, whole bool) (int, error) {
-	text, err := chat.Render(e.template, msgs, whole)
+func (e *Engine) countTokens(msgs []llm.Message, o chat.Options, whole bool) (int, error) {
+	text, err := chat.RenderWith(e.template, msgs, o, whole)
 	if err != nil {
 		return 0, err
 	}

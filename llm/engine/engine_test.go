@@ -199,7 +199,7 @@ func TestOverflowDropsOldTurnsKeepsSystem(t *testing.T) {
 		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: long}, llm.Message{Role: llm.RoleAssistant, Content: long})
 	}
 	msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: "hello world"})
-	ids, err := e.renderPrompt(msgs, 16)
+	ids, err := e.renderPrompt(msgs, toolPrompt{}, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

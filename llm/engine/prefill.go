@@ -27,7 +27,11 @@ func (e *Engine) Prefill(ctx context.Context, req llm.Request) (int, error) {
 	if len(e.queue) > 0 {
 		return 0, llm.ErrBusy // requests are waiting for a place: do not add to it
 	}
-	prompt, err := e.renderPrompt(req.Messages, e.maxTokens(&req))
+	tp, err := e.toolPrompt(&req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
+	}
+	prompt, err := e.renderPrompt(req.Messages, tp, e.maxTokens(&req))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", llm.ErrInvalid, err)
 	}

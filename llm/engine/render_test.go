@@ -47,13 +47,13 @@ func TestRenderPromptWorkIsBoundedByContext(t *testing.T) {
 	short, long := longHistory(50), longHistory(1000)
 	a := allocated(func() {
 		var err error
-		if small, err = e.renderPrompt(short, 16); err != nil {
+		if small, err = e.renderPrompt(short, toolPrompt{}, 16); err != nil {
 			t.Fatal(err)
 		}
 	})
 	b := allocated(func() {
 		var err error
-		if large, err = e.renderPrompt(long, 16); err != nil {
+		if large, err = e.renderPrompt(long, toolPrompt{}, 16); err != nil {
 			t.Fatal(err)
 		}
 	})

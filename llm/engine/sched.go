@@ -92,6 +92,7 @@ type generation struct {
 	pending   int32
 	samp      *sampler
 	stop      stopMatcher
+	calls     *chat.CallParser // tool calls in the answer (tools.go); nil when the request offers none
 	stream    *tokenizer.TextStream
 	maxTokens int
 	count     int
@@ -215,6 +216,7 @@ func (e *Engine) newGeneration(r *request) (*generation, error) {
 	g.samp.reset(e.samplerFor(req), prompt)
 	stops := append(append([]string(nil), chat.StopStrings(e.template)...), req.Stop...)
 	g.stop.reset(stops)
+	g.calls = e.callParser(r.tools)
 	g.stream = e.tok.NewStream()
 	return g, nil
 }
@@ -400,7 +402,14 @@ func (g *generation) commit(id int32) (end bool, err error) {
 			g.r.firstToken = time.Now()
 		}
 		text, stopped := g.stop.push(g.stream.Add(id))
-		if text != "" && !g.r.send(llm.Token{Text: text}) {
+		var calls []llm.ToolCall
+		if g.calls != nil && text != "" {
+			var err error
+			if text, calls, err = g.calls.Push(text); err != nil {
+				return true, err
+			}
+		}
+		if (text != "" || len(calls) > 0) && !g.r.send(llm.Token{Text: text, ToolCalls: calls}) {
 			return true, g.r.ctx.Err()
 		}
 		if stopped {
@@ -448,14 +457,25 @@ func (e *Engine) finish(g *generation) {
 	case g.err != nil:
 		r.end(g.err)
 	default:
+		text := ""
 		if !g.stopped {
-			text, stopped := g.stop.push(g.stream.Flush())
+			var stopped bool
+			text, stopped = g.stop.push(g.stream.Flush())
 			if !stopped {
 				text += g.stop.flush()
 			}
+		}
+		calls, err := g.flushCalls(&text)
+		if err != nil {
 			if text != "" {
 				r.out <- llm.Token{Text: text}
 			}
+			r.out <- llm.Token{Err: err}
+			close(r.out)
+			return
+		}
+		if text != "" || len(calls) > 0 {
+			r.out <- llm.Token{Text: text, ToolCalls: calls}
 		}
 		queue, compute := r.ttft()
 		r.out <- llm.Token{Done: true, Usage: &llm.Usage{PromptTokens: len(g.prompt), CompletionTokens: g.count, CachedTokens: g.fed0,

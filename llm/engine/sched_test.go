@@ -117,7 +117,7 @@ func TestNewRequestNotStarvedByLongAnswer(t *testing.T) {
 	long := &request{ctx: context.Background(), req: llm.Request{Messages: hello, MaxTokens: 400}, ignoreEOG: true, timing: &seqTiming{}}
 	long.out = make(chan llm.Token, 403)
 	var err error
-	if long.prompt, err = e.renderPrompt(hello, 400); err != nil {
+	if long.prompt, err = e.renderPrompt(hello, toolPrompt{}, 400); err != nil {
 		t.Fatal(err)
 	}
 	if err = e.enqueue(long); err != nil {
@@ -320,7 +320,7 @@ func TestSpeculativeWaitsForCommitted(t *testing.T) {
 	e := openTiny(t, defaultTiny("llama", gguf.TypeQ8_0), nil)
 	run := func(committed chan struct{}) (otherDoneFirst bool) {
 		// The committed answer: 480 tokens whatever the model samples.
-		prompt, err := e.renderPrompt(hello, 480)
+		prompt, err := e.renderPrompt(hello, toolPrompt{}, 480)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +380,7 @@ func TestPrefillRowsBesideAnswer(t *testing.T) {
 	spec.ctx = 4096
 	e := openTiny(t, spec, nil)
 	const maxTokens = 160
-	prompt, err := e.renderPrompt(hello, maxTokens)
+	prompt, err := e.renderPrompt(hello, toolPrompt{}, maxTokens)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func (e *Engine) BenchSpec(ctx context.Context, convs [][]llm.Message, maxTokens
 // adding to res; keep records the speculative answers.
 func (e *Engine) benchSpecOnce(ctx context.Context, res *SpecBenchResult, convs [][]llm.Message, params samplerParams, maxTokens int, keep bool) error {
 	for _, msgs := range convs {
-		prompt, err := e.renderPrompt(msgs, maxTokens)
+		prompt, err := e.renderPrompt(msgs, toolPrompt{}, maxTokens)
 		if err != nil {
 			return err
 		}

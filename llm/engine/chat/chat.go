@@ -46,24 +46,35 @@ func Detect(chatTemplate string) string {
 // model answer as the assistant (nothing for Llama2 and Raw, whose prompt
 // already ends where the answer starts).
 func Render(name string, msgs []llm.Message, addGenerationPrompt bool) (string, error) {
+	return RenderWith(name, msgs, Options{}, addGenerationPrompt)
+}
+
+// RenderWith is Render with tools (tools.go): o.Tools are listed in the
+// template's tool convention, and assistant messages with ToolCalls and
+// RoleTool results are rendered as the template's calls and results. Llama2
+// and Raw have no such convention: tools there are an error, and so are
+// tool calls and results (Raw joins their contents).
+func RenderWith(name string, msgs []llm.Message, o Options, addGenerationPrompt bool) (string, error) {
 	var sb strings.Builder
 	for i, m := range msgs {
 		if m.Role == "" {
 			return "", fmt.Errorf("%w: message %d has no role", ErrRole, i)
 		}
 	}
+	if len(o.Tools) > 0 && name != ChatML && name != Llama3 {
+		return "", fmt.Errorf("%w: %q", ErrNoTools, name)
+	}
 	switch name {
 	case ChatML:
-		for _, m := range msgs {
-			sb.WriteString("<|im_start|>" + m.Role + "\n" + m.Content + "<|im_end|>\n")
+		if err := renderChatML(&sb, msgs, o); err != nil {
+			return "", err
 		}
 		if addGenerationPrompt {
 			sb.WriteString("<|im_start|>assistant\n")
 		}
 	case Llama3:
-		// Contents are trimmed, as Meta's template does.
-		for _, m := range msgs {
-			sb.WriteString("<|start_header_id|>" + m.Role + "<|end_header_id|>\n\n" + strings.TrimSpace(m.Content) + "<|eot_id|>")
+		if err := renderLlama3(&sb, msgs, o); err != nil {
+			return "", err
 		}
 		if addGenerationPrompt {
 			sb.WriteString("<|start_header_id|>assistant<|end_header_id|>\n\n")

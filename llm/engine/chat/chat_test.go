@@ -110,8 +110,12 @@ func TestErrors(t *testing.T) {
 	if _, err := Render(ChatML, []llm.Message{{Content: "x"}}, true); !errors.Is(err, ErrRole) {
 		t.Errorf("empty role: %v", err)
 	}
-	if s, err := Render(ChatML, []llm.Message{{Role: "tool", Content: "42"}}, false); err != nil || s != "<|im_start|>tool\n42<|im_end|>\n" {
+	if s, err := Render(ChatML, []llm.Message{{Role: "observer", Content: "42"}}, false); err != nil || s != "<|im_start|>observer\n42<|im_end|>\n" {
 		t.Errorf("chatml custom role %q %v", s, err)
+	}
+	// RoleTool is a tool result (tools.go), rendered as Qwen2.5 does.
+	if s, err := Render(ChatML, []llm.Message{{Role: llm.RoleTool, Content: "42"}}, false); err != nil || s != "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n" {
+		t.Errorf("chatml tool result %q %v", s, err)
 	}
 }
 
