@@ -269,13 +269,22 @@ func (c *conn) handleText(data []byte) {
 
 func (c *conn) handleStart(msg voice.Message) {
 	var resumed *parkedSession
-	if msg.Resume != "" {
-		var p *voice.Problem
-		if resumed, p = c.resumeFrom(msg); p != nil {
-			c.rejectProblem(p, 0)
-			return
+	token := msg.Resume
+	if token != "" {
+		// Validated against the parked session's settings before it is
+		// taken: a refused start leaves the conversation parked, so the
+		// client may correct it and resume (protocol.md). A token's
+		// settings never change, so these are the ones take returns.
+		was, ok := c.srv.resume.settings(token)
+		if !ok { // unknown, used, expired or resume off: take says which
+			var p *voice.Problem
+			if resumed, p = c.resumeFrom(token); p != nil {
+				c.rejectProblem(p, 0)
+				return
+			}
+			was = resumed.settings // parked in the meantime
 		}
-		msg = mergeStart(msg, resumed.settings)
+		msg = mergeStart(msg, was)
 	}
 	encoding, outRate, p := voice.ValidateStart(msg)
 	if p != nil {
@@ -296,6 +305,12 @@ func (c *conn) handleStart(msg voice.Message) {
 		c.rejectProblem(p, 0)
 		return
 	}
+	if token != "" && resumed == nil {
+		if resumed, p = c.resumeFrom(token); p != nil {
+			c.rejectProblem(p, 0) // the session built above is dropped unrun
+			return
+		}
+	}
 	ready := pipeline.Event{Type: pipeline.EventReady, Encoding: encoding, SampleRate: outRate, FrameMs: FrameMs}
 	c.began = time.Now()
 	if resumed != nil {
@@ -309,11 +324,13 @@ func (c *conn) handleStart(msg voice.Message) {
 		}
 		ready.Resumed, ready.Turn = true, resumed.lastTurn
 	}
+	// settings before register: resumeStore.settings reads them once the
+	// token is known.
+	c.sess, c.settings = sess, msg
 	if c.srv.resume.enabled() {
 		c.token = c.srv.resume.register(c)
 		ready.SessionToken = c.token
 	}
-	c.sess, c.settings = sess, msg
 	c.uplink = up
 	c.started = true
 	c.extendDeadline() // the start deadline no longer applies
@@ -337,13 +354,13 @@ func (c *conn) handleStart(msg voice.Message) {
 	})
 }
 
-// resumeFrom takes the parked session msg.Resume names, or returns a
+// resumeFrom takes the parked session token names, or returns a
 // resume_failed problem (the client may send a plain start).
-func (c *conn) resumeFrom(msg voice.Message) (*parkedSession, *voice.Problem) {
+func (c *conn) resumeFrom(token string) (*parkedSession, *voice.Problem) {
 	if !c.srv.resume.enabled() {
 		return nil, &voice.Problem{Code: pipeline.CodeResumeFailed, Message: "sessions are not resumable on this server (server.resume.ttl is 0)"}
 	}
-	p, err := c.srv.resume.take(c.ctx, msg.Resume)
+	p, err := c.srv.resume.take(c.ctx, token)
 	if err != nil {
 		c.log.Info().Err(err).Msg("resume refused")
 		return nil, &voice.Problem{Code: pipeline.CodeResumeFailed, Message: err.Error() + "; send a start without resume for a new session"}
@@ -352,6 +369,20 @@ func (c *conn) resumeFrom(msg voice.Message) (*parkedSession, *voice.Problem) {
 		return nil, &voice.Problem{Code: pipeline.CodeResumeFailed, Message: "the session reached max_session; send a start without resume for a new session"}
 	}
 	return p, nil
+}
+
+// settings returns the start message of the session token names, parked
+// or still live (for a takeover), without taking it.
+func (r *resumeStore) settings(token string) (voice.Message, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p, ok := r.parked[token]; ok {
+		return p.settings, true
+	}
+	if c, ok := r.live[token]; ok {
+		return c.settings, true // written before register took r.mu
+	}
+	return voice.Message{}, false
 }
 
 // mergeStart fills the fields a resuming start leaves out from the
