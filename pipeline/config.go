@@ -46,7 +46,30 @@ type Backends struct {
 	// tools. A transport appends its session's own (a xiaozhi device's MCP
 	// tools) to a copy of the server's list.
 	Tools []tools.Provider
+	// Conversations finds a conversation again by Config.ConversationKey;
+	// nil: every session has its own.
+	Conversations *tools.Conversations
 }
+
+// ToolsConfig bounds the tool calls of a turn (llmstage.go).
+type ToolsConfig struct {
+	// MaxRounds is how many times one turn may go back to the model with
+	// tool results; the round past it is answered with RoundsLimitSay.
+	// 0 means DefaultToolRounds.
+	MaxRounds int
+	// Limits bound each call (time, result size).
+	Limits tools.Limits
+	// FillerAfter is how long a call may run before the assistant says the
+	// first of Fillers; FillerEvery spaces the ones after it (the last
+	// filler repeats). No fillers, or FillerAfter 0: silence.
+	FillerAfter, FillerEvery time.Duration
+	Fillers                  []string
+	// RoundsLimitSay is spoken when a turn reaches MaxRounds.
+	RoundsLimitSay string
+}
+
+// DefaultToolRounds is ToolsConfig.MaxRounds's default.
+const DefaultToolRounds = 4
 
 // Config tunes one session.
 type Config struct {
@@ -114,6 +137,15 @@ type Config struct {
 	// said so far is recognised and answered, and the client gets an error
 	// event with CodeTurnLimit. 0 = no limit.
 	MaxTurn time.Duration
+
+	// Tools bounds the tool calls of a turn (Backends.Tools).
+	Tools ToolsConfig
+	// ConversationKey names the conversation across connections (a /ws
+	// session's resumptions, a xiaozhi device's reconnections): with
+	// Backends.Conversations, the session joins that conversation, so a
+	// timer set before a drop rings after it. "": a conversation of the
+	// session's own, ended with it.
+	ConversationKey string
 
 	// Device identifies the client device (xiaozhi's Device-Id, /ws start's
 	// device), at most MaxDeviceIDBytes: a session starts from what
@@ -219,6 +251,11 @@ func (cfg Config) validate(be Backends) (Config, error) {
 		return cfg, fmt.Errorf("%w: negative max turn %v", ErrConfig, cfg.MaxTurn)
 	case cfg.EarlyStartStableMs < 0:
 		return cfg, fmt.Errorf("%w: negative early start stability %d ms", ErrConfig, cfg.EarlyStartStableMs)
+	case cfg.Tools.MaxRounds < 0 || cfg.Tools.FillerAfter < 0 || cfg.Tools.FillerEvery < 0:
+		return cfg, fmt.Errorf("%w: negative tool rounds or filler time", ErrConfig)
+	}
+	if cfg.Tools.MaxRounds == 0 {
+		cfg.Tools.MaxRounds = DefaultToolRounds
 	}
 	if err := CheckDevice(cfg.Device); err != nil {
 		return cfg, fmt.Errorf("%w: %w", ErrConfig, err)

@@ -25,3 +25,7 @@ var errLLMClosed = errors.New("llm: stream closed before the answer was done")
 // errLLMStalled is reported (as a backend error) when the LLM sends nothing
 // for Config.LLMStallTimeout.
 var errLLMStalled = errors.New("llm: stalled (no token within the stall timeout)")
+
+// errToolRounds ends a turn whose model asked for tools more than
+// Config.Tools.MaxRounds times (CodeToolRounds).
+var errToolRounds = errors.New("tools: too many rounds")

@@ -34,6 +34,12 @@ type Event struct {
 	KnowledgePassages int `json:"knowledge_passages,omitempty"`
 	KnowledgeTokens   int `json:"knowledge_tokens,omitempty"`
 
+	// trace: the turn's tool calls, in the order they started
+	Tools []ToolTrace `json:"tools,omitempty"`
+
+	// tool_call, tool_result: the call
+	Tool *ToolEvent `json:"tool,omitempty"`
+
 	// ready: the token a /ws client resumes the session with after a
 	// drop, and whether this session resumed an earlier one (then Turn is
 	// the last turn number it had handed out)
@@ -55,7 +61,31 @@ const (
 	EventInterrupted = "interrupted" // the server cut the turn (barge-in); reply with interrupt{played_ms}
 	EventTrace       = "trace"       // the turn's latency trace, at turn end
 	EventError       = "error"       // Code + Message
+	EventToolCall    = "tool_call"   // the model called a tool (Tool: id, name, arguments); it runs now
+	EventToolResult  = "tool_result" // the call ended (Tool: outcome, duration_ms, result)
+	EventNotice      = "notice"      // a tool speaks on its own (a timer rang): Text, Tool.Name; the answer events of its turn follow
 )
+
+// ToolEvent is the Tool of a tool_call or tool_result event.
+type ToolEvent struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments,omitempty"` // tool_call: the JSON the model wrote
+	// tool_result: one of the tools.Outcome constants, the call's time, and
+	// what went back to the model (its first maxEventResult bytes)
+	Outcome    string   `json:"outcome,omitempty"`
+	DurationMs *float64 `json:"duration_ms,omitempty"`
+	Result     string   `json:"result,omitempty"`
+}
+
+// ToolTrace is one tool call in a turn's trace: when it started (ms since
+// speech_end, like the marks), how long it ran and how it ended.
+type ToolTrace struct {
+	Name       string  `json:"name"`
+	AtMs       float64 `json:"at_ms"`
+	DurationMs float64 `json:"duration_ms"`
+	Outcome    string  `json:"outcome"`
+}
 
 // Error codes carried by EventError.
 const (
@@ -77,6 +107,9 @@ const (
 	// CodeResumeFailed: a start's resume token is unknown, expired or
 	// already used; the client may send a plain start.
 	CodeResumeFailed = "resume_failed"
+	// CodeToolRounds: the turn went back to the model with tool results
+	// Config.Tools.MaxRounds times and was ended there.
+	CodeToolRounds = "tool_rounds"
 )
 
 // ClientEvent is one control message from a client, already parsed.

@@ -130,10 +130,11 @@ func (s *fakeStream) Close() error {
 // llmScript is one scripted answer.
 type llmScript struct {
 	tokens   []string
-	failAt   int   // index of the token replaced by an error; -1: none
-	err      error // the error (default errScripted)
-	startErr error // returned by Stream itself
-	hang     bool  // after the tokens, wait for ctx instead of Done
+	failAt   int            // index of the token replaced by an error; -1: none
+	err      error          // the error (default errScripted)
+	startErr error          // returned by Stream itself
+	hang     bool           // after the tokens, wait for ctx instead of Done
+	calls    []llm.ToolCall // tool calls, on the Done token
 }
 
 var errScripted = errors.New("scripted backend failure")
@@ -207,7 +208,7 @@ func (m *scriptedLLM) Stream(ctx context.Context, req llm.Request) (<-chan llm.T
 			<-ctx.Done()
 			return
 		}
-		send(llm.Token{Done: true, Usage: &usage})
+		send(llm.Token{Done: true, Usage: &usage, ToolCalls: sc.calls})
 	})
 	return ch, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/tools"
 )
 
 // pendingUser is a final transcript waiting for its turn to start.
@@ -48,6 +49,11 @@ type hub struct {
 	// come on different channels) names that turn.
 	finalOf struct{ utt, turn int }
 	early   earlyStart
+
+	// notices come from the conversation's tools (a timer going off);
+	// queued wait for the session to be idle (announce.go).
+	notices <-chan tools.Notice
+	queued  []tools.Notice
 
 	turnSeq int
 	pending *pendingUser
@@ -127,6 +133,9 @@ func (h *hub) run(ctx context.Context, inputEv <-chan inputEvent, asrEv <-chan a
 				t.tailOver = true
 				h.trySettle(t)
 			}
+		case n := <-h.notices:
+			h.queued = append(h.queued, n)
+			h.maybeStart()
 		case <-h.early.timerC:
 			h.partialStable()
 		case prefillCh <- h.early.queued:
@@ -300,6 +309,12 @@ func (h *hub) llm(m llmEvent) {
 		return
 	}
 	t := m.t
+	if m.event != nil {
+		if (t.phase == phaseGenerating || t.phase == phaseTail) && t.cut == cutNone && t.ctx.Err() == nil {
+			h.event(m.event)
+		}
+		return
+	}
 	if !m.done {
 		// Not only while generating: the pacer's report that the audio
 		// ended can reach this goroutine before the LLM stage's last delta
@@ -309,14 +324,17 @@ func (h *hub) llm(m llmEvent) {
 		}
 		return
 	}
-	t.llmDone, t.answer = true, m.answer
+	t.llmDone, t.answer, t.exchange = true, m.answer, m.exchange
 	h.event(&Event{Type: EventAnswer, Turn: t.id, Final: true})
 	if m.err != nil && t.cut == cutNone {
 		// The LLM stage ended the turn's text; what was already handed to
 		// the TTS still plays, so the person hears whole sentences.
 		code, msg := CodeBackend, m.err.Error()
-		if errors.Is(m.err, llm.ErrBusy) {
+		switch {
+		case errors.Is(m.err, llm.ErrBusy):
 			code, msg = CodeBusy, "llm: busy: the model's queue is full, try again"
+		case errors.Is(m.err, errToolRounds):
+			code = CodeToolRounds
 		}
 		t.llmFailed = true
 		h.log.Warn().Str("code", code).Str("error", msg).Msg("turn failed")
@@ -456,6 +474,7 @@ func (h *hub) done(t *turn) {
 func (h *hub) maybeStart() {
 	p := h.pending
 	if p == nil {
+		h.maybeAnnounce()
 		return
 	}
 	if c := h.cur; c != nil {
@@ -475,7 +494,8 @@ func (h *hub) maybeStart() {
 	msgs := slices.Clone(h.s.history)
 	h.s.histMu.Unlock()
 
-	t.req = h.request(msgs)
+	t.req, t.tools = h.request(msgs)
+	t.conv = h.s.conv
 	h.cur, h.latest = t, t
 	h.s.turn.Store(int64(t.id)) // log lines from here on carry this turn
 	h.jobQ.push(t)
@@ -494,6 +514,9 @@ func (h *hub) writeAssistant(t *turn, text string) {
 	defer h.s.histMu.Unlock()
 	if !t.assistantWritten {
 		t.assistantWritten = true
+		// The tool calls and results stay in the history even when the
+		// answer after them was cut: the tools acted (a timer is set).
+		h.s.history = append(h.s.history, t.exchange...)
 		h.s.history = append(h.s.history, llm.Message{Role: llm.RoleAssistant, Content: text})
 		h.s.history = capHistory(h.s.history, h.cfg.MaxHistoryMessages)
 		return

@@ -1,6 +1,10 @@
 package pipeline
 
-import "time"
+import (
+	"time"
+
+	"github.com/voxpipe/voxpipe/llm"
+)
 
 // Typed messages between the stages (see doc.go for the graph).
 
@@ -70,6 +74,11 @@ type llmEvent struct {
 	done   bool
 	answer string // done: the whole text generated
 	err    error  // done: why the stream failed (nil when it ended normally or was cancelled)
+	// exchange (done): the assistant tool-call and tool result messages of
+	// the turn's rounds, in order, for the history before the answer.
+	exchange []llm.Message
+	// event: a tool_call or tool_result event for the client (not done)
+	event *Event
 }
 
 // ttsJob goes from the LLM stage to the TTS stage: one chunk to speak.

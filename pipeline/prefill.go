@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/tools"
 )
 
 // Early start. While the person speaks, the turn manager watches the
@@ -120,7 +121,7 @@ func (h *hub) partialStable() {
 	msgs := append(slices.Clone(h.s.history), llm.Message{Role: llm.RoleUser, Content: e.candidate})
 	h.s.histMu.Unlock()
 	ctx, cancel := context.WithCancel(h.ctx)
-	job := &prefillJob{ctx: ctx, cancel: cancel, req: h.request(capHistory(msgs, h.cfg.MaxHistoryMessages)), trace: e.utt}
+	job := &prefillJob{ctx: ctx, cancel: cancel, req: h.prefillRequest(capHistory(msgs, h.cfg.MaxHistoryMessages)), trace: e.utt}
 	h.stopPrefill()
 	e.queued, e.sent = job, e.candidate
 	h.log.Debug().Str("partial", e.candidate).Msg("early prefill of a stable partial")
@@ -159,11 +160,27 @@ func (h *hub) endEarly() {
 // request is the LLM request for msgs (the history ending with the user's
 // message). The final request and early prefills both use it, so that
 // their prompts agree up to the user's words.
-func (h *hub) request(msgs []llm.Message) llm.Request {
+// request builds the LLM request of msgs, with the tools the session's
+// providers offer now (nil when none): the same for a prefill, a
+// speculative answer and the turn, so their prompts share a prefix.
+func (h *hub) request(msgs []llm.Message) (llm.Request, *tools.Set) {
+	var set *tools.Set
+	if len(h.s.be.Tools) > 0 {
+		set = tools.NewSet(h.cfg.Tools.Limits, h.s.be.Tools...)
+		if set.Len() == 0 {
+			set = nil
+		}
+	}
 	return llm.Request{
 		Messages:     msgs,
 		MaxTokens:    h.cfg.MaxTokens,
 		Temperature:  h.cfg.Temperature,
 		Conversation: h.s.id,
-	}
+		Tools:        set.Specs(),
+	}, set
+}
+
+func (h *hub) prefillRequest(msgs []llm.Message) llm.Request {
+	req, _ := h.request(msgs)
+	return req
 }

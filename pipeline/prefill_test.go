@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -208,7 +209,7 @@ func checkPrefillReq(t *testing.T, got, final llm.Request, partial string) {
 	want.Messages = slices.Clone(final.Messages)
 	want.Messages[len(want.Messages)-1].Content = partial
 	if got.Conversation != want.Conversation || got.MaxTokens != want.MaxTokens ||
-		got.Temperature != want.Temperature || !slices.Equal(got.Messages, want.Messages) {
+		got.Temperature != want.Temperature || !reflect.DeepEqual(got.Messages, want.Messages) {
 		t.Errorf("prefill request\nhave %+v\nwant %+v", got, want)
 	}
 }

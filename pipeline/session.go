@@ -14,6 +14,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/llm"
 	endturn "github.com/voxpipe/voxpipe/pipeline/turn"
+	"github.com/voxpipe/voxpipe/tools"
 	"github.com/voxpipe/voxpipe/tts"
 	"github.com/voxpipe/voxpipe/tts/chunk"
 )
@@ -50,6 +51,11 @@ type Session struct {
 
 	prefiller llm.Prefiller // be.LLM when early start is on, else nil
 	endWait   endWait       // the semantic end of turn's latest decision (eou.go)
+
+	// conv is the conversation the session's tools act in (timers ring
+	// into it); ownConv: the session made it and ends it with Run.
+	conv    *tools.Conversation
+	ownConv bool
 
 	histMu  sync.Mutex    // guards history
 	history []llm.Message // system prompt first; written by the turn manager only
@@ -90,6 +96,11 @@ func NewSession(id string, cfg Config, be Backends, obs Observer, log zerolog.Lo
 	}
 	if s.prefiller, err = cfg.EarlyStart.Prefiller(be.LLM); err != nil {
 		return nil, err
+	}
+	if be.Conversations != nil && cfg.ConversationKey != "" {
+		s.conv = be.Conversations.Open(cfg.ConversationKey)
+	} else {
+		s.conv, s.ownConv = tools.NewConversation(id, nil, s.log), true
 	}
 	if cfg.SystemPrompt != "" {
 		s.history = append(s.history, llm.Message{Role: llm.RoleSystem, Content: cfg.SystemPrompt})
@@ -143,11 +154,13 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	stageLog := func(name string) zerolog.Logger { return s.log.With().Str("stage", name).Logger() }
 	ain, fwd := s.ain, s.fwd
 	asrSt := &asrStage{rec: s.be.ASR, log: stageLog("asr"), obs: s.obs, inputRate: s.cfg.InputRate, keep: s.cfg.PauseFinal > 0}
-	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm"), stall: s.cfg.LLMStallTimeout, apology: s.cfg.Apology, gate: s.be.TTSGate}
+	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm"), stall: s.cfg.LLMStallTimeout, apology: s.cfg.Apology, gate: s.be.TTSGate, tools: s.cfg.Tools}
 	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts"), gate: s.be.TTSGate, outRate: s.cfg.OutputRate}
 	pc := newPacer(s.cfg, s.obs, stageLog("out"))
 	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn"), turnSeq: s.turnBase}
 	h.early.stable = time.Duration(s.cfg.EarlyStartStableMs) * time.Millisecond
+	notices, finishNotices := s.attachNotices()
+	h.notices = notices
 	var eouSt *eouStage // semantic end of turn
 	if s.cfg.Turn.Mode == endturn.ModeSemantic {
 		h.eou = make(chan eouJob, 1)
@@ -197,6 +210,7 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	}
 	err := g.Wait()
 	s.numbered.Store(int64(h.turnSeq)) // the hub's goroutine has returned
+	finishNotices(h.queued)
 	switch {
 	case errors.Is(err, errInputClosed), errors.Is(err, errStopped):
 		s.log.Debug().Err(err).Msg("session ended")

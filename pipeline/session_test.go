@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,7 +141,7 @@ func checkHistory(t *testing.T, have, want []llm.Message) {
 		t.Fatalf("history\nhave %q\nwant %q", have, want)
 	}
 	for i := range want {
-		if have[i] != want[i] {
+		if !reflect.DeepEqual(have[i], want[i]) {
 			t.Fatalf("history[%d]\nhave %q\nwant %q", i, have, want)
 		}
 	}
@@ -189,7 +190,7 @@ func TestBargeInBySpeech(t *testing.T) {
 			t.Fatalf("%d LLM requests, want 2", len(reqs))
 		}
 		heard := llm.Message{Role: llm.RoleAssistant, Content: "One two three. Four"}
-		if got := reqs[1].Messages[2]; got != heard {
+		if got := reqs[1].Messages[2]; !reflect.DeepEqual(got, heard) {
 			t.Errorf("turn 2 request holds %q as turn 1's answer, want %q", got, heard)
 		}
 		checkHistory(t, h.s.History(), []llm.Message{

@@ -95,7 +95,8 @@ func (h *hub) startSpeculation(utt *traceRec, text string) {
 	tctx, cancel := context.WithCancel(h.ctx)
 	committed := make(chan struct{})
 	t := &turn{id: h.turnSeq + 1, ctx: tctx, cancel: cancel, trace: newTraceRec(utt.utt), committed: committed}
-	t.req = h.request(capHistory(msgs, h.cfg.MaxHistoryMessages))
+	t.req, t.tools = h.request(capHistory(msgs, h.cfg.MaxHistoryMessages))
+	t.conv = h.s.conv
 	t.req.Speculative, t.req.Committed = true, committed
 	h.spec = &speculation{t: t, text: text, utt: utt, started: time.Now()}
 	h.jobQ.push(t)

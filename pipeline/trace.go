@@ -33,6 +33,11 @@ const MarkLLMPrefillEarly = "llm_prefill_early"
 // turn without a knowledge stage has none.
 const MarkKnowledge = "knowledge"
 
+// MarkToolCall is when the turn's first tool call started (llmstage.go);
+// Trace.Tools has every call. Not in MarkOrder; a turn without tool calls
+// has none.
+const MarkToolCall = "tool_call"
+
 // MarkOrder lists the marks in the order a normal turn records them.
 var MarkOrder = []string{
 	MarkSpeechStart, MarkSpeechEnd, MarkASRFirstPartial, MarkASRFinal,

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/tools"
 )
 
 // turnPhase is where an assistant turn stands, as the turn manager sees it.
@@ -52,6 +53,13 @@ type turn struct {
 	cancel context.CancelFunc
 	trace  *traceRec
 	req    llm.Request
+	// tools are what the turn's model may call (nil: none); conv is the
+	// conversation the calls run in.
+	tools *tools.Set
+	conv  *tools.Conversation
+	// say, when set, is the turn's whole answer, spoken without the LLM
+	// (a tool's notice: a timer going off).
+	say string
 	// committed is set for a speculative answer (speculate.go) and closed
 	// when it becomes the turn; nil for every other turn.
 	committed chan struct{}
@@ -81,7 +89,8 @@ type turn struct {
 	phase            turnPhase
 	cut              cutReason
 	cutAt            time.Time
-	answer           string // the whole generated text, set when the LLM stage is done
+	answer           string        // the whole generated text, set when the LLM stage is done
+	exchange         []llm.Message // the tool calls and results before the answer (llmEvent.exchange)
 	llmDone          bool
 	llmFailed        bool // the answer stopped early; what was already spoken plays out
 	audioEnded       bool // the pacer sent the last frame
@@ -140,9 +149,12 @@ func alignChunk(answer string, from int, chunk string) (ends []int, next int) {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
-// capHistory drops the oldest user/assistant pairs (never the system prompt)
-// until at most limit messages besides it remain. limit 0 means no cap; a
-// limit below 2 is treated as 2 so the current exchange always survives.
+// capHistory drops the oldest exchanges (a user message and what answered
+// it: tool calls, tool results, the assistant's answer; never the system
+// prompt) until at most limit messages besides it remain, or only the
+// latest exchange does. Dropping whole exchanges keeps every tool result
+// after the call it answers. limit 0 means no cap; a limit below 2 is
+// treated as 2.
 func capHistory(msgs []llm.Message, limit int) []llm.Message {
 	if limit <= 0 {
 		return msgs
@@ -154,13 +166,27 @@ func capHistory(msgs []llm.Message, limit int) []llm.Message {
 	}
 	drop := 0
 	for len(msgs)-sys-drop > limit {
-		drop += 2
+		next := nextExchange(msgs[sys:], drop)
+		if next < 0 {
+			break
+		}
+		drop = next
 	}
-	drop = min(drop, len(msgs)-sys)
 	if drop == 0 {
 		return msgs
 	}
 	n := copy(msgs[sys:], msgs[sys+drop:])
 	clear(msgs[sys+n:])
 	return msgs[:sys+n]
+}
+
+// nextExchange is the index of the first user message after msgs[from], or
+// -1 when msgs[from:] is one exchange.
+func nextExchange(msgs []llm.Message, from int) int {
+	for i := from + 1; i < len(msgs); i++ {
+		if msgs[i].Role == llm.RoleUser {
+			return i
+		}
+	}
+	return -1
 }

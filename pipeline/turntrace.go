@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,6 +37,33 @@ type Trace struct {
 	// added to the final request (llm.Augmentation).
 	KnowledgePassages int
 	KnowledgeTokens   int
+	// ToolCalls are the turn's tool calls in the order they started.
+	ToolCalls []ToolCallRecord
+}
+
+// ToolCallRecord is one tool call of a turn.
+type ToolCallRecord struct {
+	Name     string
+	Start    time.Time
+	Duration time.Duration
+	Outcome  string
+}
+
+// ToolTraces returns the calls for the trace event, timed from speech_end
+// (from the first call when the turn has none: a timer's announcement).
+func (t Trace) ToolTraces() []ToolTrace {
+	if len(t.ToolCalls) == 0 {
+		return nil
+	}
+	base, ok := t.Marks[MarkSpeechEnd]
+	if !ok {
+		base = t.ToolCalls[0].Start
+	}
+	out := make([]ToolTrace, len(t.ToolCalls))
+	for i, c := range t.ToolCalls {
+		out[i] = ToolTrace{Name: c.Name, AtMs: durationMs(c.Start.Sub(base)), DurationMs: durationMs(c.Duration), Outcome: c.Outcome}
+	}
+	return out
 }
 
 // TTFT part names (the latency vocabulary of architecture.md).
@@ -55,6 +83,7 @@ func (t Trace) Event() *Event {
 		TTFTMs:            t.TTFTMs(),
 		EndOfTurn:         t.EndOfTurn,
 		KnowledgePassages: t.KnowledgePassages, KnowledgeTokens: t.KnowledgeTokens,
+		Tools: t.ToolTraces(),
 	}
 	if v2v, ok := t.VoiceToVoice(); ok {
 		ev.VoiceToVoiceMs = &v2v
@@ -159,6 +188,7 @@ type traceRec struct {
 	early       int       // tokens prefilled early for this utterance
 	eot         EndOfTurn
 	knowledge   llm.Augmentation
+	tools       []ToolCallRecord
 }
 
 func newTraceRec(utt int) *traceRec {
@@ -216,6 +246,12 @@ func (r *traceRec) observer(ctx context.Context, final bool) context.Context {
 	})
 }
 
+func (r *traceRec) addToolCall(c ToolCallRecord) {
+	r.mu.Lock()
+	r.tools = append(r.tools, c)
+	r.mu.Unlock()
+}
+
 func (r *traceRec) addEarly(tokens int) {
 	r.mu.Lock()
 	r.early += tokens
@@ -236,5 +272,6 @@ func (r *traceRec) snapshot() Trace {
 		TTFT:              ttftParts(r.usage),
 		EndOfTurn:         r.eot,
 		KnowledgePassages: r.knowledge.Passages, KnowledgeTokens: r.knowledge.Tokens,
+		ToolCalls: slices.Clone(r.tools),
 	}
 }

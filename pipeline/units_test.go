@@ -64,6 +64,12 @@ func TestCapHistory(t *testing.T) {
 	checkHistory(t, got, []llm.Message{u("3"), a("3")})
 	got = capHistory([]llm.Message{sys, u("1"), a("1"), u("2")}, 1) // treated as 2
 	checkHistory(t, got, []llm.Message{sys, u("2")})
+	call := llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c", Name: "get_time"}}}
+	result := llm.Message{Role: llm.RoleTool, ToolCallID: "c", Content: "noon"}
+	got = capHistory([]llm.Message{sys, u("1"), call, result, a("1"), u("2"), a("2"), u("3")}, 4)
+	checkHistory(t, got, []llm.Message{sys, u("2"), a("2"), u("3")}) // the tool exchange goes whole
+	got = capHistory([]llm.Message{sys, u("1"), a("1"), u("2"), call, result, a("2")}, 2)
+	checkHistory(t, got, []llm.Message{sys, u("2"), call, result, a("2")}) // the latest exchange stays whole
 	got = capHistory([]llm.Message{sys, u("1"), a("1")}, 0)
 	checkHistory(t, got, []llm.Message{sys, u("1"), a("1")})
 }

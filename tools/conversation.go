@@ -183,11 +183,11 @@ func (c *Conversation) End() {
 	c.onEnd = nil
 	owner := c.owner
 	c.mu.Unlock()
-	for _, fn := range fns {
-		fn()
-	}
 	if owner != nil {
 		owner.forget(c)
+	}
+	for _, fn := range fns {
+		fn()
 	}
 }
 

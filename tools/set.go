@@ -247,3 +247,15 @@ func (s *Set) names() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// Start is Run on a goroutine of its own, for a caller that has other
+// things to do while the calls run (say a filler): the channel gets the
+// results and is closed.
+func (s *Set) Start(ctx context.Context, conv *Conversation, calls []llm.ToolCall) <-chan []Result {
+	ch := make(chan []Result, 1)
+	go func() {
+		defer close(ch)
+		ch <- s.Run(ctx, conv, calls)
+	}()
+	return ch
+}

@@ -122,6 +122,11 @@ func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io
 		be.EOU, closers = eou, append(closers, eou)
 		be.Speakers = speakerMemory(c)
 	}
+	tcl, err := openTools(c, &be, log)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, tcl...)
 	return be, closers, nil
 }
 
@@ -293,6 +298,7 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.EarlyStartStableMs = p.EarlyStartStableMs
 	pc.LLMStallTimeout, pc.Apology = p.LLMStallTimeout, p.Apology
 	pc.MaxTurn = p.MaxTurn
+	pc.Tools = toolsConfig(c)
 	pc.Turn = endturn.Config{Mode: endturn.Mode(p.Turn.Mode), MinSilenceMs: p.Turn.MinSilenceMs,
 		MaxSilenceMs: p.Turn.MaxSilenceMs, Threshold: p.Turn.Threshold, DoubtMs: p.Turn.DoubtMs,
 		IntonationYield: p.Turn.IntonationYield, IntonationHold: p.Turn.IntonationHold}

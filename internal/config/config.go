@@ -25,6 +25,7 @@ type Config struct {
 	Telemetry Telemetry `yaml:"telemetry"`
 
 	Knowledge Knowledge `yaml:"knowledge"`
+	Tools     Tools     `yaml:"tools"`
 
 	// origins maps a dotted key to where its value came from
 	// ("configs/x.yaml: line 12", "flag --addr"); keys absent are defaults.
@@ -342,6 +343,32 @@ type Knowledge struct {
 	CacheDir         string   `yaml:"cache_dir"`          // "": ~/.cache/voxpipe/knowledge
 }
 
+// Tools are the functions the model may call in a voice turn (docs/tools.md).
+type Tools struct {
+	Enabled bool `yaml:"enabled"`
+	// Builtin names the built-in tools: "time" (get_time) and "timers"
+	// (set_timer, cancel_timer).
+	Builtin []string `yaml:"builtin"`
+	// TimeZone is the IANA zone the time and timers speak in; "" = the
+	// server's local zone.
+	TimeZone       string        `yaml:"time_zone"`
+	MaxRounds      int           `yaml:"max_rounds"`
+	CallTimeout    time.Duration `yaml:"call_timeout"`
+	MaxResultBytes int           `yaml:"max_result_bytes"`
+	FillerAfter    time.Duration `yaml:"filler_after"`
+	FillerEvery    time.Duration `yaml:"filler_every"`
+	Fillers        []string      `yaml:"fillers"`
+	RoundsLimitSay string        `yaml:"rounds_limit_say"`
+	// NoticeHold is how long a conversation whose device has gone keeps
+	// its timers and their reminders for the device's return.
+	NoticeHold time.Duration `yaml:"notice_hold"`
+	// MCPConfig is an {"mcpServers": {...}} file of MCP servers whose tools
+	// join every turn; "" = none. MCPAllow limits a server to the tools
+	// named (a server not listed offers all of its tools).
+	MCPConfig string              `yaml:"mcp_config"`
+	MCPAllow  map[string][]string `yaml:"mcp_allow"`
+}
+
 // TTS selects the speech synthesiser.
 type TTS struct {
 	Backend string `yaml:"backend"` // flite|espeak|volc|openai
@@ -442,6 +469,19 @@ func Default() Config {
 			TopK:             2,
 			MinScore:         7,
 			MaxContextTokens: 120,
+		},
+		Tools: Tools{
+			Enabled:        true,
+			Builtin:        []string{"time", "timers"},
+			MaxRounds:      4,
+			CallTimeout:    10 * time.Second,
+			MaxResultBytes: 8 << 10,
+			FillerAfter:    1200 * time.Millisecond,
+			FillerEvery:    4 * time.Second,
+			Fillers:        []string{"One moment.", "Still working on it."},
+			RoundsLimitSay: "Sorry, I could not finish that.",
+			NoticeHold:     10 * time.Minute,
+			MCPAllow:       map[string][]string{},
 		},
 		TTS: TTS{
 			Backend:      "flite",

@@ -155,6 +155,11 @@ func TestValidateRejects(t *testing.T) {
 		{"pipeline.early_start_stable_ms", "-5", "pipeline.early_start_stable_ms"},
 		{"pipeline.turn.pause_final_ms", "-1", "pipeline.turn.pause_final_ms"},
 		{"pipeline.turn.remember_voices", "5000", "pipeline.turn.remember_voices"},
+		{"tools.builtin", "[time, weather]", "tools.builtin[1]"},
+		{"tools.time_zone", "Mars/Olympus", "tools.time_zone"},
+		{"tools.call_timeout", "1ms", "tools.call_timeout"},
+		{"tools.max_rounds", "0", "tools.max_rounds"},
+		{"tools.mcp_allow", "{fs: [read]}", "tools.mcp_allow.fs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {

@@ -233,6 +233,7 @@ func (c *Config) Validate() error {
 	v.intRange("knowledge.top_k", k.TopK, 1, 32)
 	v.floatRange("knowledge.min_score", k.MinScore, 0, 100)
 	v.intRange("knowledge.max_context_tokens", k.MaxContextTokens, 0, 1<<16)
+	v.tools()
 
 	return errors.Join(v.errs...)
 }
@@ -277,4 +278,35 @@ func (v *validator) oneOf(key, s string, allowed ...string) {
 		}
 	}
 	v.fail(key, "want one of %q (got %q)", allowed, s)
+}
+
+// BuiltinTools are the names tools.builtin takes.
+var BuiltinTools = []string{"time", "timers"}
+
+func (v *validator) tools() {
+	t := v.c.Tools
+	for i, b := range t.Builtin {
+		v.oneOf(fmt.Sprintf("tools.builtin[%d]", i), b, BuiltinTools...)
+	}
+	if t.TimeZone != "" {
+		if _, err := time.LoadLocation(t.TimeZone); err != nil {
+			v.fail("tools.time_zone", "%q is not a time zone this machine knows (an IANA name such as Europe/Paris): %v", t.TimeZone, err)
+		}
+	}
+	v.intRange("tools.max_rounds", t.MaxRounds, 1, 16)
+	v.durRange("tools.call_timeout", t.CallTimeout, 100*time.Millisecond, 5*time.Minute)
+	v.intRange("tools.max_result_bytes", t.MaxResultBytes, 256, 1<<20)
+	v.durRange("tools.filler_after", t.FillerAfter, 0, time.Minute)
+	v.durRange("tools.filler_every", t.FillerEvery, 0, time.Minute)
+	v.durRange("tools.notice_hold", t.NoticeHold, time.Second, 7*24*time.Hour)
+	for i, f := range t.Fillers {
+		if strings.TrimSpace(f) == "" {
+			v.fail(fmt.Sprintf("tools.fillers[%d]", i), "must not be empty")
+		}
+	}
+	for server := range t.MCPAllow {
+		if t.MCPConfig == "" {
+			v.fail("tools.mcp_allow."+server, "is set but tools.mcp_config names no MCP servers file")
+		}
+	}
 }
