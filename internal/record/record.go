@@ -10,6 +10,10 @@
 // recording is finished the oldest are deleted until the folder is within
 // Config's count, byte and age limits. One Recorder per folder.
 //
+// The folder may hold other things: only folders with a recording's name
+// and the marker file (.voxpipe-recording) written into each at its start
+// are ever counted or removed.
+//
 // # Concurrency
 //
 // A Recorder is safe for concurrent use. A Session belongs to one
@@ -52,6 +56,33 @@ var ErrConfig = errors.New("record: bad config")
 
 const tmpPrefix = ".tmp-"
 
+// markerName is the file that marks a folder as a recording voxpipe made.
+const markerName = ".voxpipe-recording"
+
+// stampLayout is the UTC start time that begins a recording's name.
+const stampLayout = "20060102T150405.000Z"
+
+// ours says whether dir/name is a recording voxpipe made: a finished one
+// (TIME-ID) or, with tmp, an unfinished one (.tmp-ID), holding the
+// marker as a regular file (not a link to one elsewhere).
+func ours(dir, name string, tmp bool) bool {
+	if tmp {
+		if !strings.HasPrefix(name, tmpPrefix) || len(name) == len(tmpPrefix) {
+			return false
+		}
+	} else {
+		stamp, id, ok := strings.Cut(name, "Z-")
+		if !ok || id == "" {
+			return false
+		}
+		if _, err := time.Parse(stampLayout, stamp+"Z"); err != nil {
+			return false
+		}
+	}
+	fi, err := os.Lstat(filepath.Join(dir, name, markerName))
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // Recorder makes Sessions in Config.Dir.
 type Recorder struct {
 	cfg Config
@@ -76,7 +107,7 @@ func New(cfg Config, log zerolog.Logger) (*Recorder, error) {
 		return nil, fmt.Errorf("record: %w", err)
 	}
 	for _, e := range entries {
-		if e.IsDir() && strings.HasPrefix(e.Name(), tmpPrefix) {
+		if e.IsDir() && ours(cfg.Dir, e.Name(), true) {
 			if err := os.RemoveAll(filepath.Join(cfg.Dir, e.Name())); err != nil {
 				log.Warn().Err(err).Str("dir", e.Name()).Msg("record: cannot remove an unfinished recording")
 			}
@@ -114,7 +145,11 @@ func (r *Recorder) Start(id string, inRate, outRate int) (*Session, error) {
 		return nil, fmt.Errorf("record: %w", err)
 	}
 	s := &Session{r: r, id: id, tmp: tmp, started: time.Now()}
-	var err error
+	err := os.WriteFile(filepath.Join(tmp, markerName), []byte("a voxpipe recording (internal/record): retention may remove this folder\n"), 0o640) //nolint:gosec // not secret
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return nil, fmt.Errorf("record: %w", err)
+	}
 	if s.in, err = createWAV(filepath.Join(tmp, "in.wav"), inRate); err == nil {
 		if s.out, err = createWAV(filepath.Join(tmp, "out.wav"), outRate); err == nil {
 			s.events, err = os.OpenFile(filepath.Join(tmp, "events.jsonl"), os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o640) //nolint:gosec // the name is ours
@@ -195,7 +230,7 @@ func (s *Session) Close() (string, error) {
 		_ = os.RemoveAll(s.tmp)
 		return "", fmt.Errorf("record: session %s: %w", s.id, err)
 	}
-	final := filepath.Join(s.r.cfg.Dir, s.started.UTC().Format("20060102T150405.000Z")+"-"+s.id)
+	final := filepath.Join(s.r.cfg.Dir, s.started.UTC().Format(stampLayout)+"-"+s.id)
 	if err := os.Rename(s.tmp, final); err != nil {
 		_ = os.RemoveAll(s.tmp)
 		return "", fmt.Errorf("record: %w", err)
@@ -239,8 +274,8 @@ func (r *Recorder) retain() {
 	var recs []rec
 	var total int64
 	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
+		if !e.IsDir() || !ours(r.cfg.Dir, e.Name(), false) {
+			continue // not a recording: never counted, never removed
 		}
 		info, err := e.Info()
 		if err != nil {

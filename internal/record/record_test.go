@@ -51,6 +51,9 @@ func TestRecordingIsAtomicAndComplete(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, ".tmp-crashed"), 0o750); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, ".tmp-crashed", markerName), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r, err := New(Config{Dir: dir}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
