@@ -1039,7 +1039,7 @@ def main():
     p.add_argument("--everyday", type=int, default=30000, help="utterances drawn from the everyday turns")
     p.add_argument("--questions", type=int, default=40000, help="utterances drawn from the question shapes")
     p.add_argument("--short-questions", action="store_true", help="add SHORT_QUESTIONS to the short turns")
-    p.add_argument("--exclude", default="cmd/voxpipe/testdata/eou-everyday.tsv",
+    p.add_argument("--exclude", default="internal/bench/testdata/eou-everyday.tsv",
                    help="a labelled set (voxpipe bench eou) whose texts are kept out of training")
     p.add_argument("--valid-permille", type=int, default=20)
     p.add_argument("--seed", type=int, default=1234)
