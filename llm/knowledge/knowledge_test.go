@@ -3,6 +3,7 @@ package knowledge
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,7 +115,7 @@ func TestWrap(t *testing.T) {
 	} {
 		inner.reqs = nil
 		m.Stream(context.Background(), llm.Request{Messages: msgs})
-		if got := inner.reqs[0].Messages; got[len(got)-1] != msgs[len(msgs)-1] {
+		if got := inner.reqs[0].Messages; !reflect.DeepEqual(got[len(got)-1], msgs[len(msgs)-1]) {
 			t.Fatalf("changed: %+v", got)
 		}
 	}
