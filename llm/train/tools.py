@@ -632,7 +632,7 @@ def plan(args):
         want = intent["tool"]
         if kind.startswith("volume") and erng.random() < 0.15:
             device, want = "builtin", ""  # not listed: must answer in words
-        ev.append({"text": text, "device": device, "want": want, "args": intent["args"] if want else {},
+        ev.append({"text": text, "device": device, "want": want, "args": intent["args"],
                    "seconds": intent.get("seconds") if want else None, "frame": intent["frame"]})
     negs = []
     for q, _ in neg_h:
