@@ -80,7 +80,7 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 	t.trace.mark(MarkLLMRequest)
 	req := t.req
 	for round := 0; ; round++ {
-		calls, err := a.stream(req, round == 0)
+		calls, err := a.stream(req, round == 0) //nolint:contextcheck // the turn's context, t.ctx, a child of ctx made by the hub
 		if err != nil || t.ctx.Err() != nil {
 			return a.text.String(), a.exchange, err
 		}

@@ -98,7 +98,7 @@ func ModelName(name string) string {
 	}
 	b := []byte(name)
 	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if !nameByte(c) {
 			b[i] = '_'
 		}
 	}
@@ -106,6 +106,10 @@ func ModelName(name string) string {
 		b = b[:64]
 	}
 	return string(b)
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 }
 
 func resolveSchema(raw json.RawMessage) (*jsonschema.Resolved, error) {
