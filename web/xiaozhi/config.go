@@ -61,17 +61,31 @@ type Config struct {
 	// TimezoneOffsetMinutes is server_time.timezone_offset in the OTA
 	// answer; nil uses the server's local zone.
 	TimezoneOffsetMinutes *int
-	// MCP, when set, receives every mcp message a device sends (its
-	// JSON-RPC payload) together with a function that sends one back; the
-	// extension point for device tools. nil: mcp messages are logged and
-	// dropped, and the server sends none.
-	MCP MCPHook
-}
+	// DeviceTools offers a device's own MCP tools to its session's turns:
+	// after a hello with features.mcp the server initializes the device's
+	// MCP server and lists its tools (mcp.go, devtools.go).
+	DeviceTools bool
+	// MCPTimeout bounds each request to a device's MCP server: initialize,
+	// every tools/list page and every tools/call. A late answer is logged
+	// and dropped.
+	MCPTimeout time.Duration
+	// MCPListWait is how long a tool call made before this session's tool
+	// list has come waits for it (the tools offered meanwhile are those the
+	// device listed in its last session).
+	MCPListWait time.Duration
+	// VisionURL and VisionToken are passed to the device in initialize
+	// (capabilities.vision): the HTTP endpoint its camera tool uploads a
+	// photo and question to. "" offers no camera tool, which would only
+	// fail without it.
+	VisionURL, VisionToken string
 
-// MCPHook is called on the session's reader goroutine for each device mcp
-// message; it must not block. send queues a JSON-RPC object for the
-// device (false once the session has ended).
-type MCPHook func(s SessionInfo, payload []byte, send func(payload []byte) bool)
+	// tools remembers each device's tool list for its next session; set by
+	// validate, so that every Handler has its own.
+	tools *toolCache
+	// onDeviceTools, when set, sees each session's device tools as they
+	// are made (tests reach them through it).
+	onDeviceTools func(*deviceTools)
+}
 
 // SessionInfo names a device session for hooks.
 type SessionInfo struct {
@@ -92,6 +106,9 @@ func DefaultConfig() Config {
 		TTSStartLead:    100 * time.Millisecond,
 		IdleTimeout:     120 * time.Second,
 		Emotion:         "neutral",
+		DeviceTools:     true,
+		MCPTimeout:      5 * time.Second,
+		MCPListWait:     2 * time.Second,
 	}
 }
 
@@ -127,5 +144,12 @@ func (c Config) validate() (Config, error) {
 	if _, ok := emotionEmoji[c.Emotion]; c.Emotion != "" && !ok {
 		return bad("emotion %q (want one of the firmware's names, e.g. neutral, happy, thinking)", c.Emotion)
 	}
+	if c.MCPTimeout <= 0 || c.MCPTimeout > time.Minute || c.MCPListWait < 0 || c.MCPListWait > time.Minute {
+		return bad("mcp_timeout %v (want 0..1m, not 0), mcp_list_wait %v (want 0..1m)", c.MCPTimeout, c.MCPListWait)
+	}
+	if u := c.VisionURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return bad("vision_url %q (want http:// or https://: the device uploads photos to it)", u)
+	}
+	c.tools = newToolCache(toolCacheDevices)
 	return c, nil
 }

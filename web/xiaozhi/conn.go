@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,11 +59,16 @@ type conn struct {
 
 	in     chan pipeline.Input
 	ctrl   chan ctrlMsg
-	mcp    chan []byte // the MCP hook → writer; never closed (the hook may send late)
+	mcp    chan []byte // JSON-RPC for the device → writer; never closed (a tool call may send as the session ends)
 	out    chan pipeline.Output
 	runErr chan error
 
 	lastActive atomic.Int64 // unix nanos of the last listen start, final transcript or answer end
+
+	// dev is the device's MCP tools, nil unless its hello announced MCP
+	// and Config.DeviceTools is on; set by the reader before the session
+	// starts.
+	dev *deviceTools
 
 	// reader
 	started    bool
@@ -223,11 +229,7 @@ func (c *conn) handleText(data []byte) {
 		c.log.Debug().Str("reason", m.Reason).Msg("device aborted the answer")
 		c.send(ctrlMsg{kind: ctrlAbort})
 	case typeMCP:
-		if hook := c.h.cfg.MCP; hook != nil {
-			hook(c.info, m.Payload, c.sendMCP)
-		} else {
-			c.log.Debug().Int("bytes", len(m.Payload)).Msg("device mcp message dropped (no MCP hook)")
-		}
+		c.handleMCP(m.Payload)
 	case typePing:
 		c.send(ctrlMsg{kind: ctrlJSON, msg: pongMessage{Type: typePong, SessionID: c.id}})
 	case typeGoodbye:
@@ -264,7 +266,17 @@ func (c *conn) hello(m deviceMessage) {
 	if f := c.h.host.SessionObserver; f != nil {
 		obs = f(c.info)
 	}
-	sess, p := voice.Start(c.id, cfg, c.h.host.Backends, obs, c.h.host.Log.With().Str("device", c.info.DeviceID).Logger())
+	be := c.h.host.Backends
+	if c.info.MCP && c.h.cfg.DeviceTools {
+		rpc := newMCPClient(c.ctx, c.h.cfg.MCPTimeout, c.log, c.queueMCP, c.tryQueueMCP)
+		c.dev = newDeviceTools(rpc, c.h.cfg, c.info.DeviceID, c.log)
+		if f := c.h.cfg.onDeviceTools; f != nil {
+			f(c.dev)
+		}
+		// A copy: the server's slice is every session's.
+		be.Tools = append(slices.Clip(be.Tools), c.dev)
+	}
+	sess, p := voice.Start(c.id, cfg, be, obs, c.h.host.Log.With().Str("device", c.info.DeviceID).Logger())
 	if p != nil {
 		c.reject(p.Code, p.Message, websocket.CloseInternalServerErr)
 		return
@@ -280,6 +292,9 @@ func (c *conn) hello(m deviceMessage) {
 	// The reply goes through ctrl before the session can produce output,
 	// and the writer drains ctrl first.
 	c.send(ctrlMsg{kind: ctrlStart, msg: helloReply(c.id, c.version, c.h.cfg.OutputRate)})
+	if c.dev != nil {
+		c.wg.Go(func() { c.dev.discover(c.ctx) })
+	}
 	c.wg.Go(func() {
 		defer close(c.out)
 		c.runErr <- voice.Run(c.ctx, sess, c.in, c.out, c.log)
@@ -343,15 +358,45 @@ func (c *conn) handleAudio(data []byte) {
 	}
 }
 
-// sendMCP queues a JSON-RPC object for the device (the MCP hook's send).
-func (c *conn) sendMCP(payload []byte) bool {
-	if !json.Valid(payload) {
+// handleMCP takes a device mcp message's JSON-RPC payload: answers go to
+// the device tools' requests; without device tools, the device's own
+// requests are still answered.
+func (c *conn) handleMCP(payload []byte) {
+	if c.dev != nil {
+		c.dev.rpc.handle(payload)
+		return
+	}
+	var msg rpcMessage
+	if err := json.Unmarshal(payload, &msg); err != nil || msg.Method == "" {
+		c.log.Debug().Int("bytes", len(payload)).Msg("device mcp message dropped (no device tools this session)")
+		return
+	}
+	answerDeviceRequest(msg, c.tryQueueMCP, c.log)
+}
+
+// queueMCP queues a JSON-RPC object for the device, waiting while the
+// writer is behind.
+func (c *conn) queueMCP(ctx context.Context, payload []byte) error {
+	select {
+	case c.mcp <- payload:
+		return nil
+	case <-c.ctx.Done():
+		return errDeviceGone
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// tryQueueMCP queues a JSON-RPC object unless the queue is full (the
+// reader's replies, which must not block).
+func (c *conn) tryQueueMCP(payload []byte) bool {
+	if c.ctx.Err() != nil {
 		return false
 	}
 	select {
-	case c.mcp <- append([]byte(nil), payload...):
+	case c.mcp <- payload:
 		return true
-	case <-c.ctx.Done():
+	default:
 		return false
 	}
 }

@@ -244,6 +244,9 @@ func TestConfigValidation(t *testing.T) {
 		"lead":          func(c *Config) { c.TTSStartLead = 2 * time.Second },
 		"emotion":       func(c *Config) { c.Emotion = "grumpy" },
 		"hello timeout": func(c *Config) { c.HelloTimeout = 0 },
+		"mcp timeout":   func(c *Config) { c.MCPTimeout = 0 },
+		"mcp list wait": func(c *Config) { c.MCPListWait = -time.Second },
+		"vision url":    func(c *Config) { c.VisionURL = "ftp://x/" },
 	} {
 		cfg := DefaultConfig()
 		edit(&cfg)

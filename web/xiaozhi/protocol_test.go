@@ -185,38 +185,6 @@ func TestWebSocketRefusals(t *testing.T) {
 	ts.waitIdle(t)
 }
 
-// TestMCPHook passes device MCP messages to the hook and the hook's
-// requests to the device.
-func TestMCPHook(t *testing.T) {
-	checkLeaks(t)
-	got := make(chan string, 1)
-	ts := newTestServer(t, nil, func(c *Config, _ *pipeline.Config) {
-		c.MCP = func(s SessionInfo, payload []byte, send func([]byte) bool) {
-			if !s.MCP || s.DeviceID == "" {
-				t.Errorf("hook session info %+v", s)
-			}
-			got <- string(payload)
-			send([]byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"cursor":""}}`))
-		}
-	})
-	d := dialDevice(t, ts.wsURL(), deviceOpts{})
-	d.sendJSON(map[string]any{"type": "mcp", "payload": map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"protocolVersion": "2024-11-05"}}})
-	select {
-	case p := <-got:
-		if !strings.Contains(p, `"protocolVersion":"2024-11-05"`) {
-			t.Errorf("hook got %s", p)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the hook never saw the device's mcp message")
-	}
-	i := d.waitFor("mcp request", 0, 5*time.Second, isMsg(typeMCP, ""))
-	var m mcpMessage
-	_ = json.Unmarshal(d.snapshot()[i].raw, &m)
-	if m.SessionID != d.hello.SessionID || !strings.Contains(string(m.Payload), "tools/list") {
-		t.Errorf("mcp to the device: %s", d.snapshot()[i].raw)
-	}
-}
-
 // TestDeviceIdleClose: a device left listening to silence is closed after
 // idle_timeout (audio alone is not activity).
 func TestDeviceIdleClose(t *testing.T) {
