@@ -261,7 +261,7 @@ func (m *Metrics) registerCapacity() {
 	for _, p := range ttftParts {
 		m.ttft.WithLabelValues(p)
 	}
-	for _, t := range []string{"ws", "rtc"} {
+	for _, t := range []string{"ws", "rtc", "xiaozhi"} {
 		m.sessions.WithLabelValues(t)
 	}
 	for _, c := range []string{pipeline.CodeBusy, pipeline.CodeBackend, pipeline.CodeInternal, pipeline.CodeBadMessage, pipeline.CodeBadAudio} {

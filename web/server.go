@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,10 +93,11 @@ type Server struct {
 	transportMetrics *transportMetrics
 	upgrader         websocket.Upgrader
 	rtcAPI           *webrtc.API
-	mux              *http.ServeMux
+	mux              *http.ServeMux // written only by handle (routes.go's rules)
+	routes           []Route        // every route of mux, in registration order
+	rules            map[string]Route
 	adm              *admission
 	guard            *access.Guard
-	handler          http.Handler // mux behind guard
 	limitsHit        *prometheus.CounterVec
 	resume           *resumeStore
 	traces           *traceLog // the recent turns, for GET /traces
@@ -149,6 +152,7 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		rtcs:     map[*rtcSession]struct{}{},
 		devices:  map[*device]struct{}{},
 		mux:      http.NewServeMux(),
+		rules:    map[string]Route{},
 		traces:   newTraceLog(),
 	}
 	s.transportMetrics = newTransportMetrics(s.metrics.Registry())
@@ -165,7 +169,6 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		ac.CheckOrigin = cfg.AllowOrigin
 	}
 	s.guard = access.New(ac)
-	s.handler = s.guard.Wrap(s.mux)
 	s.baseCtx, s.cancelBase = context.WithCancel(context.Background())
 	s.startAdmission(log)
 	if mem := be.Speakers; mem != nil {
@@ -182,17 +185,18 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 		CheckOrigin: func(*http.Request) bool { return true },
 		Error:       s.upgradeError,
 	}
-	s.mux.HandleFunc("GET /ws", s.serveWS)
-	s.mux.HandleFunc("POST /rtc/offer", s.serveRTCOffer)
-	s.mux.HandleFunc("GET /rtc/config", s.serveRTCConfig)
-	if err := mountUI(s.mux); err != nil {
+	s.handle(Route{Pattern: "GET /ws", Rule: access.Session, Hijacks: true}, http.HandlerFunc(s.serveWS))
+	s.handle(Route{Pattern: "POST /rtc/offer", Rule: access.Session}, http.HandlerFunc(s.serveRTCOffer))
+	s.handle(Route{Pattern: "GET /rtc/config", Rule: access.Keyed}, http.HandlerFunc(s.serveRTCConfig))
+	if err := s.mountPage(); err != nil {
 		return nil, fmt.Errorf("web: embedded ui: %w", err)
 	}
-	s.mux.HandleFunc("GET /healthz", s.serveHealth)
-	s.mux.HandleFunc("GET "+TracesPath, s.serveTraces)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{}))
+	s.handle(Route{Pattern: "GET /healthz", Rule: access.Open}, http.HandlerFunc(s.serveHealth))
+	s.handle(Route{Pattern: "GET " + TracesPath, Rule: access.Keyed}, http.HandlerFunc(s.serveTraces))
+	s.handle(Route{Pattern: "GET /metrics", Rule: access.Open}, promhttp.HandlerFor(s.metrics.Registry(), promhttp.HandlerOpts{}))
+	s.handle(Route{Pattern: access.TokenPath, Rule: access.TokenEndpoint}, http.NotFoundHandler()) // the guard answers it
 	if cfg.API != nil {
-		s.mux.Handle("/v1/", cfg.API)
+		s.handle(Route{Pattern: "/v1/", Rule: access.Keyed}, cfg.API)
 	}
 	if cfg.Xiaozhi != nil {
 		if err := s.mountXiaozhi(*cfg.Xiaozhi); err != nil {
@@ -202,8 +206,8 @@ func New(cfg Config, be pipeline.Backends, log zerolog.Logger) (*Server, error) 
 	return s, nil
 }
 
-// Handler returns the server's routes, behind the access guard.
-func (s *Server) Handler() http.Handler { return s.handler }
+// Handler returns the server's routes, each behind its access rule.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // Metrics returns the server's collectors (also the sessions' Observer).
 func (s *Server) Metrics() *Metrics { return s.metrics }
@@ -412,4 +416,109 @@ func newSessionID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
 	return hex.EncodeToString(b[:])
+}
+
+// Route is one route of the server's mux and what guards it. Every route
+// is registered through handle, and serveHTTP looks each request's route
+// up by the pattern the mux matched, so a route registered on the mux any
+// other way is refused rather than served unguarded.
+type Route struct {
+	Pattern string // the mux pattern, "[METHOD ]PATH"
+	Rule    access.Rule
+	// Device checks a device credential (access.Device routes).
+	Device access.DeviceCheck
+	// Hijacks: a WebSocket, which sets its own write deadlines.
+	Hijacks bool
+}
+
+// Routes lists every route of the mux with its rule (for the tests that
+// walk them all, and for docs/security.md).
+func (s *Server) Routes() []Route { return slices.Clone(s.routes) }
+
+// handle registers h under rt.
+func (s *Server) handle(rt Route, h http.Handler) {
+	s.mux.Handle(rt.Pattern, h) // panics on a duplicate or conflicting pattern
+	s.routes = append(s.routes, rt)
+	s.rules[rt.Pattern] = rt
+}
+
+// serveHTTP applies the access rule of the route r matches, then serves it.
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pattern := s.mux.Handler(r)
+	rt, ok := s.rules[pattern]
+	if !ok && pattern != "" {
+		s.log.Error().Str("pattern", pattern).Msg("route without an access rule: refused (register it with Server.handle)")
+		writeJSONError(w, http.StatusInternalServerError, pipeline.CodeInternal, "route without an access rule")
+		return
+	}
+	// pattern "": the mux's own 404, 405 or redirect, under the Open rule.
+	r, ok = s.guard.Admit(rt.Rule, w, r, rt.Device)
+	if !ok {
+		return
+	}
+	if !rt.Hijacks {
+		dw := newDeadlineWriter(w, s.cfg.WriteTimeout)
+		defer dw.finish()
+		w = dw
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// deadlineWriter gives each write of a response its own deadline,
+// WriteTimeout from when it starts: a client that stops reading is cut
+// off that long after, while an answer that streams for minutes (a /v1
+// completion, tokens as they come) or takes long to start is not. The
+// http.Server has no WriteTimeout of its own, which would cut both.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func newDeadlineWriter(w http.ResponseWriter, d time.Duration) *deadlineWriter {
+	dw := &deadlineWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}
+	dw.extend() // replaces one a previous request on the connection left
+	return dw
+}
+
+func (w *deadlineWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.extend()
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush is http.Flusher's, which SSE handlers look for.
+func (w *deadlineWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is what http.ResponseController.Flush calls.
+func (w *deadlineWriter) FlushError() error {
+	w.extend()
+	return w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish gives net/http's own last flush of the response a deadline.
+func (w *deadlineWriter) finish() { w.extend() }
+
+// mountPage serves the browser page (ui.go) under the Open rule: the
+// files mountUI serves, each forwarded to a mux of its own.
+func (s *Server) mountPage() error {
+	page := http.NewServeMux()
+	if err := mountUI(page); err != nil {
+		return err
+	}
+	s.handle(Route{Pattern: "GET /{$}", Rule: access.Open}, page)
+	entries, err := fs.ReadDir(uiFiles, "ui")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() && e.Name() != "index.html" {
+			s.handle(Route{Pattern: "GET /" + e.Name(), Rule: access.Open}, page)
+		}
+	}
+	return nil
 }

@@ -64,6 +64,7 @@ func TestTracesEndpoint(t *testing.T) {
 	checkLeaks(t)
 	ts := newTestServer(t, []string{"It is sunny today."}, func(c *Config) {
 		xc := xiaozhi.DefaultConfig()
+		xc.Token = "device-token" // a keyed server's devices need theirs
 		c.Xiaozhi = &xc
 		c.MaxFrameBytes = 65536
 		c.Access.Keys = []string{"api-key"}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/internal/record"
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/web/access"
 	"github.com/voxpipe/voxpipe/web/internal/voice"
 	"github.com/voxpipe/voxpipe/web/xiaozhi"
 )
@@ -247,6 +248,7 @@ func (s *Server) mountXiaozhi(cfg xiaozhi.Config) error {
 				return nil, false
 			}
 			s.devices[d] = struct{}{}
+			s.metrics.SessionStarted("xiaozhi")
 			s.metrics.activeSessions.Set(float64(s.activeLocked()))
 			return func() {
 				s.mu.Lock()
@@ -255,6 +257,8 @@ func (s *Server) mountXiaozhi(cfg xiaozhi.Config) error {
 				s.mu.Unlock()
 			}, true
 		},
+		Authenticated: func(r *http.Request) bool { return access.Principal(r) != "" },
+		CheckOrigin:   s.guard.OriginOK,
 		Base:          s.baseCtx,
 		Log:           s.log.With().Str("transport", transportXiaozhi).Logger(),
 		Rejected:      s.metrics.frameRejected,
@@ -267,23 +271,18 @@ func (s *Server) mountXiaozhi(cfg xiaozhi.Config) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	h.Mount(s.mux)
-	// Devices cannot send API keys (the OTA check carries none, and the
-	// WebSocket's Authorization is the device token the OTA handed out), so
-	// their endpoints skip the access guard and check the device token and
-	// the allow list themselves (docs/xiaozhi.md); new device sessions still
-	// count against the per-IP session rate.
-	guarded, ota, ws := s.handler, h.OTAPath(), h.WSPath()
-	limited := s.guard.LimitSessions(s.mux)
-	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch p := r.URL.Path; {
-		case p == ws:
-			limited.ServeHTTP(w, r)
-		case strings.HasPrefix(p, ota):
-			s.mux.ServeHTTP(w, r)
-		default:
-			guarded.ServeHTTP(w, r)
-		}
-	})
+	// The device endpoints are routes like any other (server.go): the
+	// WebSocket is a session held to the origin rule and to an API key,
+	// session token or the device token when any is configured (the
+	// handler checks the device token and the allow list itself,
+	// docs/xiaozhi.md); the OTA check, which devices make before they have
+	// a token, only to the host and origin rules.
+	dev := http.NewServeMux()
+	h.Mount(dev)
+	s.handle(Route{Pattern: h.WSPath(), Rule: access.Device, Device: h.DeviceTokenOK, Hijacks: true}, dev)
+	s.handle(Route{Pattern: h.OTAPath(), Rule: access.DeviceSetup}, dev)
+	if ota := h.OTAPath(); !strings.HasSuffix(ota, "/") {
+		s.handle(Route{Pattern: ota + "/activate", Rule: access.DeviceSetup}, dev)
+	}
 	return nil
 }

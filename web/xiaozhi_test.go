@@ -15,12 +15,13 @@ import (
 // TestXiaozhiMounted serves a device beside /ws: the OTA answer points at
 // the mounted WebSocket, the hello is answered, device sessions share
 // MaxSessions with the WebSocket ones (a full server refuses the device),
-// and API keys, which devices cannot send, guard /ws but not the device
-// endpoints (they check the device token themselves).
+// and with API keys set a device gets in on the device token the OTA
+// answer handed it (devices cannot send keys), not on nothing.
 func TestXiaozhiMounted(t *testing.T) {
 	checkLeaks(t)
 	ts := newTestServer(t, nil, func(c *Config) {
 		xc := xiaozhi.DefaultConfig()
+		xc.Token = "device-token"
 		c.Xiaozhi = &xc
 		c.MaxSessions = 1
 		c.Access.Keys = []string{"api-key"}
@@ -30,7 +31,7 @@ func TestXiaozhiMounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ota struct {
-		WebSocket struct{ URL string } `json:"websocket"`
+		WebSocket struct{ URL, Token string } `json:"websocket"`
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&ota)
 	_ = resp.Body.Close()
@@ -39,6 +40,10 @@ func TestXiaozhiMounted(t *testing.T) {
 		t.Fatalf("OTA: %d, websocket url %q, want %q", resp.StatusCode, ota.WebSocket.URL, want)
 	}
 	h := http.Header{"Device-Id": {"24:0a:c4:12:34:56"}, "Protocol-Version": {"1"}}
+	if _, resp, err := websocket.DefaultDialer.Dial(ota.WebSocket.URL, h); err == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("device without its token on a keyed server: %v", err)
+	}
+	h.Set("Authorization", "Bearer "+ota.WebSocket.Token)
 	dev, resp, err := websocket.DefaultDialer.Dial(ota.WebSocket.URL, h)
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +75,8 @@ func TestXiaozhiMounted(t *testing.T) {
 	waitIdle(t, ts.srv)
 }
 
-// TestXiaozhiSessionRate: device WebSockets skip the API-key guard but not
-// the per-IP session rate: the second connection within the minute is
+// TestXiaozhiSessionRate: device WebSockets are held to the per-IP
+// session rate: the second connection within the minute is
 // refused with 429, as a /ws session would be.
 func TestXiaozhiSessionRate(t *testing.T) {
 	checkLeaks(t)

@@ -1,30 +1,36 @@
 // Package access decides who may use a voxpipe server: API keys (or
 // short-lived session tokens minted with one), the browser origins that may
-// open sessions, and how fast one client address may open them. It is an
-// http.Handler middleware; the web server wraps its routes in Guard.Wrap.
+// open sessions, the Host names the server answers to (against DNS
+// rebinding), and how fast one client address may open sessions. It is an
+// http.Handler middleware: the web server names each route's Rule when it
+// registers it, and Guard.Protect enforces it.
 //
-// Rules, by path:
-//   - /ws, /rtc/offer, /xiaozhi/ (sessions): origin, then key or token,
-//     then the per-IP session rate.
-//   - /v1/ (the OpenAI API), /rtc/config (it holds TURN credentials),
-//     /traces (every session's recent turns): origin, then key or token.
-//   - POST /auth/token: origin, then a key (not a token); it answers a token.
-//   - everything else (the page, /healthz, /metrics): open.
+// Every rule checks the Host first. Then, by rule:
+//   - Open (the page, /healthz, /metrics): nothing more.
+//   - Keyed (/v1, /rtc/config, /traces): origin, then key or token.
+//   - Session (/ws, /rtc/offer): origin, key or token, the per-IP rate.
+//   - Device (the xiaozhi WebSocket): origin, a key, token or device
+//     credential, the per-IP rate.
+//   - DeviceSetup (the xiaozhi OTA check): origin.
+//   - TokenEndpoint (POST /auth/token): origin, then a key (not a token).
 //
-// Refusals are 403 (origin), 401 (key) and 429 (rate) with a JSON body
-// saying what to do; none is ever logged with the credential.
+// Refusals are 403 (host, origin), 401 (key) and 429 (rate) with a JSON
+// body saying what to do; none is ever logged with the credential.
 package access
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -37,6 +43,7 @@ const (
 	CodeUnauthorized = "unauthorized"
 	CodeOrigin       = "forbidden_origin"
 	CodeRateLimited  = "rate_limited"
+	CodeHost         = "forbidden_host"
 )
 
 // Limit names given to Config.OnReject.
@@ -44,6 +51,7 @@ const (
 	RejectOrigin = "origin"
 	RejectAuth   = "auth"
 	RejectRate   = "session_rate"
+	RejectHost   = "host"
 )
 
 // TokenPath is the token endpoint.
@@ -61,6 +69,19 @@ type Config struct {
 	AllowedOrigins []string
 	// CheckOrigin, when set, replaces the origin rule.
 	CheckOrigin func(r *http.Request) bool
+	// CheckHost refuses requests whose Host header is not a loopback name
+	// (localhost, 127.0.0.0/8, ::1, any port), an IP literal when
+	// AllowIPHosts is set, or one of AllowedHosts. A browser sends the
+	// name it resolved as Host, so a page on a rebound name
+	// (evil.example → 127.0.0.1) is refused even though its Origin matches
+	// that Host.
+	CheckHost bool
+	// AllowIPHosts accepts any IP literal as Host (a rebinding page can
+	// only ever send a name): for a keyless server on a LAN address.
+	AllowIPHosts bool
+	// AllowedHosts are further Host names, "name" (any port) or
+	// "name:port", matched without case.
+	AllowedHosts []string
 	// SessionsPerMinute bounds new sessions per client IP (a burst of as
 	// many); 0 = no bound.
 	SessionsPerMinute int
@@ -76,7 +97,8 @@ type Guard struct {
 	keys    [][]byte
 	origins map[string]bool
 	anyOrig bool
-	secret  [32]byte // signs session tokens; new per process
+	hosts   map[string]bool // AllowedHosts, lower case
+	secret  [32]byte        // signs session tokens; new per process
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -99,7 +121,10 @@ func New(cfg Config) *Guard {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	g := &Guard{cfg: cfg, origins: map[string]bool{}, buckets: map[string]*bucket{}}
+	g := &Guard{cfg: cfg, origins: map[string]bool{}, hosts: map[string]bool{}, buckets: map[string]*bucket{}}
+	for _, h := range cfg.AllowedHosts {
+		g.hosts[strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")] = true
+	}
 	for _, k := range cfg.Keys {
 		if k = strings.TrimSpace(k); k != "" {
 			g.keys = append(g.keys, []byte(k))
@@ -130,69 +155,110 @@ func ParseKeys(s string) []string {
 // AuthOn says whether API keys are required.
 func (g *Guard) AuthOn() bool { return len(g.keys) > 0 }
 
-type rule int
+// Rule is what a route requires of a request (see the package comment).
+type Rule int
 
+// The rules, from the least guarded.
 const (
-	open rule = iota
-	authOnly
-	session
-	tokenEndpoint
+	Open Rule = iota
+	Keyed
+	Session
+	Device
+	DeviceSetup
+	TokenEndpoint
 )
 
-func ruleFor(path string) rule {
-	switch {
-	case path == "/ws", path == "/rtc/offer", strings.HasPrefix(path, "/xiaozhi/"):
-		return session
-	case strings.HasPrefix(path, "/v1/"), path == "/v1", path == "/rtc/config", path == "/traces":
-		return authOnly
-	case path == TokenPath:
-		return tokenEndpoint
+var ruleNames = [...]string{"open", "keyed", "session", "device", "device_setup", "token_endpoint"}
+
+func (r Rule) String() string {
+	if r < 0 || int(r) >= len(ruleNames) {
+		return "rule(" + strconv.Itoa(int(r)) + ")"
 	}
-	return open
+	return ruleNames[r]
 }
 
-// Wrap guards next by the package's rules and serves POST /auth/token.
-func (g *Guard) Wrap(next http.Handler) http.Handler {
+// DeviceCheck says whether r carries a valid device credential (the
+// xiaozhi device token); nil = devices have none.
+type DeviceCheck func(r *http.Request) bool
+
+type ctxKey struct{}
+
+// Principal names who a request was let in as: "key:" and a short
+// keyed hash of the API key (never the key), "token" for a session
+// token, "" when no credential was checked or needed. The device
+// endpoints use it to take an API key in place of the device token.
+func Principal(r *http.Request) string {
+	p, _ := r.Context().Value(ctxKey{}).(string)
+	return p
+}
+
+// Protect guards next by rule; TokenEndpoint serves POST /auth/token
+// itself and never calls next. device is the Device rule's credential
+// check (ignored by the other rules).
+func (g *Guard) Protect(rule Rule, next http.Handler, device DeviceCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rl := ruleFor(r.URL.Path)
-		if rl == open {
+		if r, ok := g.Admit(rule, w, r, device); ok {
 			next.ServeHTTP(w, r)
-			return
 		}
-		if !g.originOK(r) {
-			g.refuse(w, r, http.StatusForbidden, RejectOrigin, CodeOrigin,
-				"origin "+strconv.Quote(r.Header.Get("Origin"))+" may not use this server (same origin only; see server.allowed_origins)")
-			return
-		}
-		if rl == tokenEndpoint {
-			g.serveToken(w, r)
-			return
-		}
-		if g.AuthOn() && !g.keyOK(r) && !g.tokenOK(r) {
+	})
+}
+
+// Admit applies rule to r: when it refuses it has answered w and returns
+// false; otherwise it returns r, with its Principal when a key or token
+// was checked. TokenEndpoint is answered here too (false).
+func (g *Guard) Admit(rule Rule, w http.ResponseWriter, r *http.Request, device DeviceCheck) (*http.Request, bool) {
+	if !g.HostOK(r) {
+		g.refuse(w, r, http.StatusForbidden, RejectHost, CodeHost,
+			"host "+strconv.Quote(r.Host)+" is not served here (a loopback server answers to localhost and loopback addresses only; see server.allowed_hosts)")
+		return r, false
+	}
+	if rule == Open {
+		return r, true
+	}
+	if !g.originOK(r) {
+		g.refuse(w, r, http.StatusForbidden, RejectOrigin, CodeOrigin,
+			"origin "+strconv.Quote(r.Header.Get("Origin"))+" may not use this server (same origin only; see server.allowed_origins)")
+		return r, false
+	}
+	switch rule {
+	case TokenEndpoint:
+		g.serveToken(w, r)
+		return r, false
+	case DeviceSetup:
+		return r, true
+	}
+	if g.AuthOn() {
+		var who string
+		switch {
+		case g.keyOK(r):
+			who = "key:" + g.keyID(bearer(r))
+		case g.tokenOK(r):
+			who = "token"
+		case rule == Device && device != nil && device(r):
+			// The device handler checks the device token itself too.
+		default:
 			g.refuse(w, r, http.StatusUnauthorized, RejectAuth, CodeUnauthorized,
 				"missing or invalid API key: send \"Authorization: Bearer <key>\", or a session token from POST "+TokenPath+" as ?token=")
-			return
+			return r, false
 		}
-		if rl == session && !g.allowSession(r) {
-			g.refuseRate(w, r)
-			return
+		if who != "" {
+			r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, who))
 		}
-		next.ServeHTTP(w, r)
-	})
+	}
+	if (rule == Session || rule == Device) && !g.allowSession(r) {
+		g.refuseRate(w, r)
+		return r, false
+	}
+	return r, true
 }
 
-// LimitSessions applies only the per-IP session rate (SessionsPerMinute) to
-// next: for session endpoints that check their clients themselves and so
-// skip Wrap (xiaozhi devices cannot send API keys), which must not escape
-// the rate limit with it.
-func (g *Guard) LimitSessions(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.allowSession(r) {
-			g.refuseRate(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// keyID is a short, keyed hash of an API key: it tells keys apart
+// without revealing them.
+func (g *Guard) keyID(key string) string {
+	m := hmac.New(sha256.New, g.secret[:])
+	m.Write([]byte("key-id:"))
+	m.Write([]byte(key))
+	return hex.EncodeToString(m.Sum(nil)[:8])
 }
 
 func (g *Guard) refuseRate(w http.ResponseWriter, r *http.Request) {
@@ -222,7 +288,39 @@ func (g *Guard) refuse(w http.ResponseWriter, r *http.Request, status int, limit
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// originOK: no Origin (not a browser), the server's own, or allowed.
+// HostOK says whether r's Host header names this server (Config.CheckHost).
+func (g *Guard) HostOK(r *http.Request) bool {
+	if !g.cfg.CheckHost {
+		return true
+	}
+	h := strings.TrimSuffix(strings.ToLower(r.Host), ".")
+	if h == "" {
+		return false
+	}
+	if g.hosts[h] {
+		return true
+	}
+	name := h
+	if n, _, err := net.SplitHostPort(h); err == nil {
+		name = n
+	} else if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		name = h[1 : len(h)-1]
+	}
+	name = strings.TrimSuffix(name, ".")
+	if name == "localhost" || g.hosts[name] {
+		return true
+	}
+	if strings.Contains(name, "%") { // a zone: not a name a browser sends
+		return false
+	}
+	ip := net.ParseIP(name)
+	return ip != nil && (ip.IsLoopback() || g.cfg.AllowIPHosts)
+}
+
+// OriginOK says whether r's Origin may use the server: none (not a
+// browser), the server's own, or allowed.
+func (g *Guard) OriginOK(r *http.Request) bool { return g.originOK(r) }
+
 func (g *Guard) originOK(r *http.Request) bool {
 	if g.cfg.CheckOrigin != nil {
 		return g.cfg.CheckOrigin(r)
@@ -316,14 +414,29 @@ func (g *Guard) serveToken(w http.ResponseWriter, r *http.Request) {
 	}{g.mint(exp), int(g.cfg.TokenTTL / time.Second)})
 }
 
-// clientIP is the address the connection comes from (X-Forwarded-For is
-// not trusted: any client can set it).
-func clientIP(r *http.Request) string {
+// rateKey is the bucket of the address the connection comes from
+// (X-Forwarded-For is not trusted: any client can set it). An IPv6 client
+// is keyed by its /64, the smallest block a network hands out, since one
+// host can take any of the 2^64 addresses in it; every loopback address is
+// one client, the machine itself.
+func rateKey(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback():
+		return "loopback"
+	case ip.Is6():
+		p, _ := ip.WithZone("").Prefix(64) // cannot fail for a 128-bit address
+		return p.String()
+	}
+	return ip.String()
 }
 
 // allowSession takes one token from the client IP's bucket.
@@ -333,7 +446,7 @@ func (g *Guard) allowSession(r *http.Request) bool {
 		return true
 	}
 	now := g.cfg.Now()
-	ip := clientIP(r)
+	ip := rateKey(r)
 	rate := float64(per) / 60 // tokens per second
 	g.mu.Lock()
 	defer g.mu.Unlock()

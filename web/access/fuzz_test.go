@@ -18,7 +18,7 @@ func FuzzCredentials(f *testing.F) {
 	f.Add("bearer "+good, good, "http://example.com")
 	f.Add("Basic abc", good[:10], "null")
 	f.Add("Bearer ", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "://")
-	h := g.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+	h := g.Protect(Session, teapot, nil)
 	f.Fuzz(func(t *testing.T, auth, token, origin string) {
 		r := httptest.NewRequest("GET", "/ws?token="+url.QueryEscape(token), nil)
 		r.Header.Set("Authorization", auth)

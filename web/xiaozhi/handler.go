@@ -31,6 +31,12 @@ type Host struct {
 	// cuts it); untrack when it ends. ok is false when the server is
 	// shutting down.
 	Track func(closeNow func()) (untrack func(), ok bool)
+	// Authenticated says whether the server's access guard let r in on an
+	// API key or session token, which then stands in for the device token.
+	Authenticated func(r *http.Request) bool
+	// CheckOrigin is the browser origin rule of the WebSocket upgrade (the
+	// server's, as on /ws); nil = same origin only. Devices send no Origin.
+	CheckOrigin func(r *http.Request) bool
 	// Base parents every session's context; cancelled on shutdown.
 	Base context.Context
 	Log  zerolog.Logger
@@ -67,9 +73,10 @@ func New(cfg Config, host Host) (*Handler, error) {
 		HandshakeTimeout: 10 * time.Second,
 		ReadBufferSize:   4096,
 		WriteBufferSize:  4096,
-		// Devices send no Origin; browser test pages of other origins may
-		// connect too, since the token (when set) is the credential.
-		CheckOrigin: func(*http.Request) bool { return true },
+		// Devices send no Origin; a browser page is held to the server's
+		// origin rule (the access guard has applied it too): the device
+		// token is handed out by OTA, so it cannot keep out pages.
+		CheckOrigin: host.CheckOrigin,
 		Error: func(w http.ResponseWriter, _ *http.Request, status int, reason error) {
 			h.host.Rejected(pipeline.CodeBadMessage)
 			http.Error(w, reason.Error(), status)
@@ -120,6 +127,17 @@ func credentials(r *http.Request) (deviceID, clientID, auth string, version int)
 	return deviceID, clientID, auth, version
 }
 
+// DeviceTokenOK says whether r carries the configured device token (false
+// when none is configured): the access guard takes it in place of an API
+// key.
+func (h *Handler) DeviceTokenOK(r *http.Request) bool {
+	if h.cfg.Token == "" {
+		return false
+	}
+	_, _, auth, _ := credentials(r)
+	return h.tokenOK(auth)
+}
+
 // tokenOK checks an Authorization value against the configured token: the
 // firmware sends "Bearer <token>" (or the token verbatim when it contains a
 // space).
@@ -153,7 +171,7 @@ func (h *Handler) serveWS(w http.ResponseWriter, r *http.Request) {
 	case badDevice != nil:
 		h.refuse(w, r, http.StatusBadRequest, "Device-Id: "+badDevice.Error())
 		return
-	case !h.tokenOK(auth):
+	case !h.tokenOK(auth) && (h.host.Authenticated == nil || !h.host.Authenticated(r)):
 		h.refuse(w, r, http.StatusUnauthorized, "missing or wrong Authorization token")
 		return
 	case !h.admit(deviceID):
