@@ -31,11 +31,20 @@ func accessConfig(cfg *config.Config, log zerolog.Logger) (access.Config, error)
 			errInsecurePublic, s.Addr, cfg.Origin("server.addr"), s.Auth.APIKeysEnv)
 	}
 	if len(keys) > 0 {
-		log.Info().Int("keys", len(keys)).Str("from", "$"+s.Auth.APIKeysEnv).Msg("auth on: /ws, /rtc/offer, /xiaozhi and /v1 need an API key or session token")
+		log.Info().Int("keys", len(keys)).Str("from", "$"+s.Auth.APIKeysEnv).Msg("auth on: /ws, /rtc/offer, /rtc/config, /traces and /v1 need an API key or session token; the xiaozhi WebSocket a key or the device token")
 	} else if !isLoopback(s.Addr) {
 		log.Warn().Str("addr", s.Addr).Msg("auth off on a public address (server.allow_insecure_public)")
 	}
+	// Against DNS rebinding (docs/security.md): a loopback server answers
+	// only to loopback names and server.allowed_hosts; a keyless one on a
+	// LAN address to IP literals too (a rebinding page can only send a
+	// name); a keyed public one, where a rebound page gains nothing
+	// without the key, checks Host only when allowed_hosts is set.
+	loopback := isLoopback(s.Addr)
 	return access.Config{
+		CheckHost:         loopback || len(keys) == 0 || len(s.AllowedHosts) > 0,
+		AllowIPHosts:      !loopback,
+		AllowedHosts:      s.AllowedHosts,
 		Keys:              keys,
 		TokenTTL:          s.Auth.TokenTTL,
 		AllowedOrigins:    s.AllowedOrigins,

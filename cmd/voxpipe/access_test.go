@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/web/access"
 )
 
 func TestPublicBindNeedsKeys(t *testing.T) {
@@ -36,6 +38,45 @@ func TestPublicBindNeedsKeys(t *testing.T) {
 		}
 		if c.keys == "k1,k2" && len(ac.Keys) != 2 {
 			t.Errorf("keys %v", ac.Keys)
+		}
+	}
+}
+
+// Issue 36 item 2: the Host check follows server.addr, the keys and
+// server.allowed_hosts; a loopback server refuses a rebound name.
+func TestHostCheckFollowsAddr(t *testing.T) {
+	for _, c := range []struct {
+		addr, keys string
+		allowed    []string
+		host       string
+		want       bool
+	}{
+		{"127.0.0.1:8080", "", nil, "evil.example:8080", false},
+		{"127.0.0.1:8080", "k1", nil, "evil.example:8080", false},
+		{"127.0.0.1:8080", "", nil, "localhost:8080", true},
+		{"127.0.0.1:8080", "", nil, "192.168.1.5:8080", false},
+		{"127.0.0.1:8080", "", []string{"voice.lan"}, "voice.lan:8080", true},
+		{"0.0.0.0:8080", "", nil, "192.168.1.5:8080", true}, // insecure public: IP literals
+		{"0.0.0.0:8080", "", nil, "evil.example:8080", false},
+		{"0.0.0.0:8080", "k1", nil, "voice.example.com", true}, // keyed: Host not checked
+		{"0.0.0.0:8080", "k1", []string{"voice.example.com"}, "other.example", false},
+		{"0.0.0.0:8080", "k1", []string{"voice.example.com"}, "voice.example.com", true},
+		{"0.0.0.0:8080", "k1", []string{"voice.example.com"}, "192.168.1.5", true},
+	} {
+		cfg := config.Default()
+		cfg.Server.Addr = c.addr
+		cfg.Server.AllowInsecurePublic = true
+		cfg.Server.AllowedHosts = c.allowed
+		cfg.Server.Auth.APIKeysEnv = "VOXPIPE_TEST_KEYS"
+		t.Setenv("VOXPIPE_TEST_KEYS", c.keys)
+		ac, err := accessConfig(&cfg, zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("GET", "/healthz", nil)
+		r.Host = c.host
+		if got := access.New(ac).HostOK(r); got != c.want {
+			t.Errorf("addr %s keys %q allowed %v: Host %s served %v, want %v", c.addr, c.keys, c.allowed, c.host, got, c.want)
 		}
 	}
 }

@@ -183,6 +183,10 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		ReadHeaderTimeout: cfg.Server.Limits.HeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
+		// No WriteTimeout: it would cut every /v1 stream and slow answer at
+		// that age. The web server gives each write its own deadline
+		// instead (web.Server.Handler), which ends a client that stops
+		// reading.
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Server.Addr)
