@@ -409,6 +409,10 @@ func (e *Engine) renderPrompt(msgs []llm.Message, tp toolPrompt, maxTokens int) 
 	if err != nil {
 		return nil, err
 	}
+	if fixed > budget {
+		// The system prompt (with its tools) alone leaves no room for the turn.
+		return nil, fmt.Errorf("%w: the system prompt and tools take %d tokens, the budget is %d", ErrContextFull, fixed, budget)
+	}
 	// Walk back; cuts are where a kept suffix may start: at a user
 	// message, at the last message, or keeping everything.
 	cuts := make([]int, 0, 8)
