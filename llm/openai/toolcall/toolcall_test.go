@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -176,4 +177,52 @@ func TestCheckRequest(t *testing.T) {
 	if !ValidName("set_volume-2") || ValidName("set volume") || ValidName(strings.Repeat("a", 65)) || ValidName("") {
 		t.Fatal("ValidName")
 	}
+}
+
+// FuzzAssembler: any sequence of deltas (a JSON array of them) is taken or
+// refused with an Error; nothing panics, every call handed out has a name
+// and an id, and each call begun is handed out exactly once.
+func FuzzAssembler(f *testing.F) {
+	f.Add(`[{"i":0,"id":"a","n":"f","a":"{\"x\":"},{"i":1,"id":"b","n":"g","a":"{}"},{"i":0,"a":"1}"}]`)
+	f.Add(`[{"id":"a","n":"f"},{"a":"{"},{"id":"b","n":"g"},{"i":-1}]`)
+	f.Fuzz(func(t *testing.T, script string) {
+		var deltas []struct {
+			I  *int   `json:"i"`
+			ID string `json:"id"`
+			T  string `json:"t"`
+			N  string `json:"n"`
+			A  string `json:"a"`
+		}
+		if json.Unmarshal([]byte(script), &deltas) != nil {
+			return
+		}
+		var a Assembler
+		check := func(calls []llm.ToolCall) {
+			for _, c := range calls {
+				if c.Name == "" || c.ID == "" || c.Arguments == "" {
+					t.Fatalf("handed out %+v", c)
+				}
+			}
+		}
+		n := 0
+		for _, d := range deltas {
+			if err := a.Add(Delta{Index: d.I, ID: d.ID, Type: d.T, Name: d.N, Arguments: d.A}); err != nil {
+				var te *Error
+				if !errors.As(err, &te) {
+					t.Fatalf("error %v is not an *Error", err)
+				}
+				return
+			}
+			r := a.Ready()
+			n += len(r)
+			check(r)
+		}
+		rest, err := a.Finish()
+		n += len(rest)
+		check(rest)
+		// Each call begun is handed out exactly once.
+		if err == nil && (a.Pending() || n != len(a.calls) || n > MaxCalls) {
+			t.Fatalf("after Finish: pending %v, %d handed out of %d calls", a.Pending(), n, len(a.calls))
+		}
+	})
 }
