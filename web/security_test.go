@@ -335,3 +335,26 @@ func TestWriteDeadlines(t *testing.T) {
 		t.Errorf("a 1.6 s stream to a reading client: %d writes, %d received, want 8 (not cut at WriteTimeout)", n, strings.Count(string(body), "data: token"))
 	}
 }
+
+// Found by reading (issue 36): output_sample_rate 11025 passes the start
+// check, but 20 ms of it is not whole samples. The session is refused
+// (pipeline.Config's rates must be multiples of 50) with bad_format, and
+// the connection may go on with a start that works. (22050 and 44100
+// make whole 20 ms frames, 441 and 882 samples.)
+func TestOddRatesRefused(t *testing.T) {
+	ts := newTestServer(t, nil, nil)
+	ws := dial(t, ts.url)
+	for _, start := range []map[string]any{
+		{"type": "start", "sample_rate": 16000, "output_sample_rate": 11025},
+		{"type": "start", "sample_rate": 11025},
+	} {
+		sendJSON(t, ws, start)
+		if ev := nextEvent(t, ws); ev.Type != "error" || ev.Code != "bad_format" {
+			t.Errorf("%v: %+v, want bad_format", start, ev)
+		}
+	}
+	sendJSON(t, ws, startMsg(16000, ""))
+	expectReady(t, ws)
+	stopAndExpectClose(t, ws)
+	waitIdle(t, ts.srv)
+}
