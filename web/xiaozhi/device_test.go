@@ -503,6 +503,7 @@ type fakeMCP struct {
 type fakeCall struct {
 	name string
 	args map[string]any
+	at   time.Time // when it reached the tool
 }
 
 // fakeTool is a firmware McpTool: run gets the checked arguments and
@@ -754,7 +755,7 @@ func (f *fakeMCP) call(name string, args map[string]any) (string, string) {
 		}
 	}
 	f.mu.Lock()
-	f.calls = append(f.calls, fakeCall{name: name, args: checked})
+	f.calls = append(f.calls, fakeCall{name: name, args: checked, at: time.Now()})
 	f.mu.Unlock()
 	text, err := tool.run(f, checked)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -482,6 +483,89 @@ func TestDeviceToolsSessionOnly(t *testing.T) {
 	}
 	d.close()
 	off.waitIdle(t)
+}
+
+// toolModel calls one tool on a turn's first request and answers in words
+// once the result is back (a request ending with a tool message).
+type toolModel struct {
+	call llm.ToolCall
+
+	mu       sync.Mutex
+	requests []llm.Request
+}
+
+func (m *toolModel) Stream(ctx context.Context, req llm.Request) (<-chan llm.Token, error) {
+	m.mu.Lock()
+	m.requests = append(m.requests, req)
+	m.mu.Unlock()
+	tok := llm.Token{ToolCalls: []llm.ToolCall{m.call}, Done: true}
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Role == llm.RoleTool {
+		tok = llm.Token{Text: "The volume is set.", Done: true}
+	}
+	out := make(chan llm.Token, 1)
+	out <- tok
+	close(out)
+	return out, nil
+}
+
+func (m *toolModel) snapshot() []llm.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.requests)
+}
+
+// TestDeviceToolsVoiceTurn: a spoken turn whose model calls set_volume
+// sets the device's volume through its own MCP tool, and the model hears
+// the result.
+func TestDeviceToolsVoiceTurn(t *testing.T) {
+	checkLeaks(t)
+	ts, got := newToolServer(t, nil)
+	m := &toolModel{call: llm.ToolCall{ID: "call_1", Name: "self_audio_speaker_set_volume", Arguments: `{"volume":30}`}}
+	ts.h.host.Backends.LLM = m
+	f := &fakeMCP{tools: firmwareTools(), volume: 60}
+	d, dev := dialTools(t, ts, got, f)
+	waitListed(t, dev, 10*time.Second)
+	from := speakTurn(t, ts, d, modeAuto, false)
+	d.waitFor("tts stop", from, 20*time.Second, isMsg(typeTTS, ttsStop))
+
+	calls := f.callsOf(toolSetVolume)
+	if len(calls) != 1 || f.getVolume() != 30 {
+		t.Fatalf("set_volume calls %+v, volume %d; want one call setting 30", calls, f.getVolume())
+	}
+	reqs := m.snapshot()
+	if len(reqs) < 2 {
+		t.Fatalf("%d model requests, want the call's and the answer's", len(reqs))
+	}
+	var offered []string
+	for _, tl := range reqs[0].Tools {
+		offered = append(offered, tl.Name)
+	}
+	if !slices.Contains(offered, "self_audio_speaker_set_volume") || !slices.Contains(offered, toolAdjustVolume) {
+		t.Errorf("the turn offered %q", offered)
+	}
+	last := reqs[len(reqs)-1].Messages
+	if r := last[len(last)-1]; r.Role != llm.RoleTool || r.ToolCallID != "call_1" || r.Content != "true" {
+		t.Errorf("the model got back %+v", r)
+	}
+	// The figure of docs/xiaozhi.md: from the end of speech (speech_end is
+	// marked at the audio's end, so it includes the VAD's end silence) and
+	// from the final transcript to the device's tool.
+	var marks map[string]time.Time
+	for deadline := time.Now().Add(5 * time.Second); marks == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		ts.obs.mu.Lock()
+		for _, tr := range ts.obs.traces {
+			if _, ok := tr.Marks[pipeline.MarkSpeechEnd]; ok {
+				marks = tr.Marks
+			}
+		}
+		ts.obs.mu.Unlock()
+	}
+	if marks != nil {
+		t.Logf("set_volume reached the device %v after speech_end, %v after asr_final",
+			calls[0].at.Sub(marks[pipeline.MarkSpeechEnd]).Round(time.Millisecond), calls[0].at.Sub(marks[pipeline.MarkASRFinal]).Round(time.Microsecond))
+	}
+	d.close()
+	ts.waitIdle(t)
 }
 
 // BenchmarkDeviceToolCall is one set_volume call as a turn makes it
