@@ -120,22 +120,29 @@ train-deps: ## install the Debian packages the demo model's corpus comes from
 # The grounded corpus (llm/train/grounding.py): prepare.py's dialogues, a share of them with the
 # passages the server retrieves put before the question, made by the server's own code.
 GROUND_DIR := build/grounding
+# Tool-calling dialogues (llm/train/tools.py: time, timers, volume) with the passages the server
+# retrieves for them; their held-out frames become $(TOOLS_DIR)/eval-*.jsonl for cmd/tooleval.
+TOOLS_DIR  := build/tools
 
-train-data: train-deps build ## the demo model's corpus, grounded in the knowledge base (build/train-data-grounded)
+train-data: train-deps build ## the demo model's corpus, grounded in the knowledge base, with tool calls (build/train-data-tools)
 	python3 llm/train/prepare.py --out build/train-data --seed 1234
 	python3 llm/train/grounding.py questions --data build/train-data --work $(GROUND_DIR) --seed 1234
 	$(BIN)/voxpipe knowledge query --json --augment --file $(GROUND_DIR)/questions.txt > $(GROUND_DIR)/answers.jsonl
 	python3 llm/train/grounding.py apply --data build/train-data --work $(GROUND_DIR) --out build/train-data-grounded --seed 1234
+	python3 llm/train/tools.py questions --data build/train-data-grounded --raw build/train-data --work $(TOOLS_DIR) --seed 1234
+	$(BIN)/voxpipe knowledge query --json --augment --file $(TOOLS_DIR)/questions.txt > $(TOOLS_DIR)/answers.jsonl
+	python3 llm/train/tools.py apply --data build/train-data-grounded --raw build/train-data --work $(TOOLS_DIR) --out build/train-data-tools --seed 1234
 
 # The target only, on the grounded corpus, with the shipped model's tokenizer (so the draft and
 # prompt lookup keep working); written as Q8_0 by PyTorch (byte-identical to `voxpipe llm quantize`).
 TARGET_FLAGS ?= --target-steps 1600 --target-seconds 120 --dropout 0.1
 
 train-demo: train-data ## retrain models/voxpipe-demo-q8_0.gguf (corpus here; training needs PyTorch+CUDA+tokenizers)
-	$(TRAIN_PY) llm/train/train.py --data build/train-data-grounded --out build/models --seed 1234 --models target \
-		--tokenizer models/voxpipe-demo-q8_0.gguf --dtype q8_0 $(TARGET_FLAGS)
+	$(TRAIN_PY) llm/train/train.py --data build/train-data-tools --out build/models --seed 1234 --models target \
+		--tokenizer models/voxpipe-demo-q8_0.gguf --dtype q8_0 --tool-format compact $(TARGET_FLAGS)
 	cp build/models/voxpipe-target-q8_0.gguf models/voxpipe-demo-q8_0.gguf
 	$(BIN)/voxpipe eval answers --file internal/bench/testdata/answers-everyday.jsonl --file internal/bench/testdata/answers-smalltalk.jsonl
+	$(GO) run ./cmd/tooleval --file internal/tooleval/testdata/tools-heldout.jsonl --file $(TOOLS_DIR)/eval-tools.jsonl --file $(TOOLS_DIR)/eval-negatives.jsonl
 
 # The draft distilled from the shipped target (models/README.md): the target's
 # greedy answers and soft labels teach the draft (llm/train/distill.py, CUDA).
