@@ -262,6 +262,11 @@ func (c *conn) hello(m deviceMessage) {
 	cfg := c.h.host.Pipeline
 	cfg.InputRate, cfg.OutputRate = uplinkRate, c.h.cfg.OutputRate
 	cfg.Device = c.info.DeviceID
+	// A device that reconnects gets its conversation back: a timer it set
+	// before the drop rings after it (tools.Conversations).
+	if c.info.DeviceID != "" {
+		cfg.ConversationKey = "xiaozhi:" + c.info.DeviceID
+	}
 	obs := c.h.host.Observer
 	if f := c.h.host.SessionObserver; f != nil {
 		obs = f(c.info)
