@@ -471,7 +471,7 @@ func Default() Config {
 			MaxContextTokens: 120,
 		},
 		Tools: Tools{
-			Enabled:        true,
+			Enabled:        false, // configs/default.yaml says why
 			Builtin:        []string{"time", "timers"},
 			MaxRounds:      4,
 			CallTimeout:    10 * time.Second,
