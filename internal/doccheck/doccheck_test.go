@@ -151,7 +151,7 @@ func TestMakeTargetsNamed(t *testing.T) {
 // Any other command fails the test: add it to one of the kinds.
 func TestREADMECommands(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the commands")
+		t.Skip("-short: this test builds the commands")
 	}
 	_, blocks := Split(read(t, filepath.Join(root, "README.md")))
 	bin := t.TempDir()

@@ -109,11 +109,11 @@ func TestDemoToolCalls(t *testing.T) {
 		format, _ := f.String("voxpipe.tool_format")
 		f.Close()
 		if format != chat.ToolsCompact {
-			t.Skip("the demo model was not trained for tools")
+			t.Skip("requires a demo model trained for tools (no voxpipe.tool_format compact key in " + target + ")")
 		}
 	}
 	if testing.Short() || os.Getenv("VOXPIPE_SKIP_DEMO") != "" {
-		t.Skip("demo model test")
+		t.Skip("-short or VOXPIPE_SKIP_DEMO: the demo model test is skipped")
 	}
 	for _, lookup := range []bool{false, true} {
 		e, err := Open(Config{ModelPath: target, Threads: 2, RepeatPenalty: 1.1, PromptLookup: lookup})
