@@ -222,10 +222,18 @@ func TestXiaozhiNeedsKeyOrDeviceToken(t *testing.T) {
 				if err != nil {
 					t.Fatalf("HTTP %d %v, want 101", status, err)
 				}
-				waitIdle(t, ts.srv)
-				if n := metricValue(t, ts.srv.metrics, "voxpipe_sessions_total", "xiaozhi"); n != 1 {
+				// The 101 reaches the client before the handler counts
+				// the session, so wait for the count, then for the close.
+				deadline := time.Now().Add(5 * time.Second)
+				n := metricValue(t, ts.srv.metrics, "voxpipe_sessions_total", "xiaozhi")
+				for n == 0 && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+					n = metricValue(t, ts.srv.metrics, "voxpipe_sessions_total", "xiaozhi")
+				}
+				if n != 1 {
 					t.Errorf("voxpipe_sessions_total{xiaozhi} = %v, want 1", n)
 				}
+				waitIdle(t, ts.srv)
 				return
 			}
 			if err == nil || status != c.want {
