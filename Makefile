@@ -13,7 +13,7 @@ BENCHTIME ?= 200ms
 # (WordNet, FOLDOC, the Jargon File; llm/knowledge).
 DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-dev \
 	pocketsphinx-en-us pocketsphinx-testdata flite1-dev libespeak-ng-dev espeak-ng \
-	sox pkg-config gcc chromium nodejs wordnet-base dict-foldoc dict-jargon
+	libspeexdsp-dev sox pkg-config gcc chromium nodejs wordnet-base dict-foldoc dict-jargon
 # The browser test drives Debian's Chromium with playwright-core (which never
 # downloads a browser of its own).
 BROWSER_TEST_DIR := web/testdata/browser
