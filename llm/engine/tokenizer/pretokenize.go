@@ -29,10 +29,16 @@ func preTokenizerFor(name string) (p preTokenizer, ignoreMerges, addBOS bool, er
 		return p, true, true, nil
 	case "qwen2", "deepseek-r1-qwen", "megrez", "hunyuan":
 		p.stages = []func([]rune) []int{func(r []rune) []int { return splitLlama3(r, 1) }}
-	case "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva":
+	case "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva", "minerva-7b":
 		p.stages = []func([]rune) []int{splitEachDigit, splitGPT2}
+	case "falcon":
+		p.stages = []func([]rune) []int{splitFalconPunctRun, splitGPT2, splitThreeASCIIDigits}
+	case "deepseek-llm":
+		p.stages = deepseekLLMStages
+	case "deepseek-coder":
+		p.stages = deepseekCoderStages
 	default:
-		return p, false, false, fmt.Errorf("%w: tokenizer.ggml.pre = %q (supported: default, gpt2, llama-bpe, qwen2, smollm and aliases)", ErrPre, name)
+		return p, false, false, fmt.Errorf("%w: tokenizer.ggml.pre = %q (supported: default, gpt2, llama-bpe, qwen2, smollm, falcon, deepseek-llm, deepseek-coder and aliases)", ErrPre, name)
 	}
 	return p, false, false, nil
 }
@@ -228,10 +234,11 @@ func splitThreeASCIIDigits(s []rune) []int {
 func isASCIIDigit(r rune) bool { return r >= '0' && r <= '9' }
 
 // splitPunctRun is [\p{P}\$\+<=>\^~\|]+.
-func splitPunctRun(s []rune) []int {
-	return matchSplit(s, func(s []rune, i int) int {
-		return runWhile(s, i, func(r rune) bool {
-			return unicode.IsPunct(r) || r == '$' || r == '+' || r == '<' || r == '=' || r == '>' || r == '^' || r == '~' || r == '|'
-		})
-	})
-}
+var splitPunctRun = splitRun(func(r rune) bool {
+	return unicode.IsPunct(r) || r == '$' || r == '+' || r == '<' || r == '=' || r == '>' || r == '^' || r == '~' || r == '|'
+})
+
+// splitFalconPunctRun is Falcon's [\p{P}\$\+<=>\^~\|`]+ (the default's with a backtick).
+var splitFalconPunctRun = splitRun(func(r rune) bool {
+	return unicode.IsPunct(r) || r == '$' || r == '+' || r == '<' || r == '=' || r == '>' || r == '^' || r == '~' || r == '|' || r == '`'
+})
