@@ -68,10 +68,12 @@ var (
 type parkedSession struct {
 	history  []llm.Message
 	lastTurn int
-	settings voice.Message    // the start message (format, client)
-	started  time.Time        // the first connection's start, for max_session
-	cut      []pipeline.Event // turn_cut events for the resumed client
-	expires  time.Time
+	settings voice.Message // the start message (format, client)
+	// conversation is the chain's tools.Conversations key (conn.conversation).
+	conversation string
+	started      time.Time        // the first connection's start, for max_session
+	cut          []pipeline.Event // turn_cut events for the resumed client
+	expires      time.Time
 }
 
 // resumeStore holds the tokens of live sessions and the parked ones.

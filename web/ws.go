@@ -72,9 +72,12 @@ type conn struct {
 	// reader (and serve, after the reader returned)
 	token    string        // the session token (resume.go); "" when resume is off
 	settings voice.Message // the start message in effect
-	began    time.Time     // when the conversation started (a resumed one: its first connection)
-	stopped  bool          // the client sent stop
-	maxTimer *time.Timer   // a resumed session's remaining max_session
+	// conversation is the tools.Conversations key of the resume chain
+	// (conversationKey of its first session's id); "" when resume is off.
+	conversation string
+	began        time.Time   // when the conversation started (a resumed one: its first connection)
+	stopped      bool        // the client sent stop
+	maxTimer     *time.Timer // a resumed session's remaining max_session
 
 	// session goroutine, read by serve after wg.Wait
 	sess    *pipeline.Session
@@ -132,10 +135,27 @@ func (c *conn) serve() {
 		c.maxTimer.Stop()
 	}
 	if c.token != "" {
-		c.srv.resume.release(c.token, c, c.parkable())
+		p := c.parkable()
+		c.srv.resume.release(c.token, c, p)
+		if p == nil {
+			c.endConversation()
+		}
 	}
 	close(c.finished)
 	c.log.Debug().Msg("websocket closed")
+}
+
+// conversationKey names the conversation of a resume chain by its first
+// session's id, apart from xiaozhi's device keys.
+func conversationKey(firstID string) string { return "ws:" + firstID }
+
+// endConversation ends the chain's conversation when its session ended for
+// good (stop, max_session, shutdown, a failure): no one can resume it, so
+// its timers stop now rather than ring into nothing until the hold ends.
+func (c *conn) endConversation() {
+	if reg := c.srv.backends.Conversations; reg != nil && c.conversation != "" {
+		reg.Open(c.conversation).End()
+	}
 }
 
 // takeOver ends the connection because another one resumes its session.
@@ -156,11 +176,12 @@ func (c *conn) parkable() *parkedSession {
 		return nil
 	}
 	p := &parkedSession{
-		history:  settledHistory(c.sess.History(), &c.seen),
-		lastTurn: c.sess.LastTurn(),
-		settings: c.settings,
-		started:  c.began,
-		cut:      c.seen.cut(),
+		history:      settledHistory(c.sess.History(), &c.seen),
+		lastTurn:     c.sess.LastTurn(),
+		settings:     c.settings,
+		conversation: c.conversation,
+		started:      c.began,
+		cut:          c.seen.cut(),
 	}
 	c.log.Info().Int("turn", p.lastTurn).Int("cut", len(p.cut)).Bool("taken_over", taken).Msg("session parked for resumption")
 	return p
@@ -270,21 +291,26 @@ func (c *conn) handleText(data []byte) {
 func (c *conn) handleStart(msg voice.Message) {
 	var resumed *parkedSession
 	token := msg.Resume
+	conversation := ""
+	if c.srv.resume.enabled() {
+		conversation = conversationKey(c.id)
+	}
 	if token != "" {
 		// Validated against the parked session's settings before it is
 		// taken: a refused start leaves the conversation parked, so the
 		// client may correct it and resume (protocol.md). A token's
 		// settings never change, so these are the ones take returns.
-		was, ok := c.srv.resume.settings(token)
+		was, conv, ok := c.srv.resume.settings(token)
 		if !ok { // unknown, used, expired or resume off: take says which
 			var p *voice.Problem
 			if resumed, p = c.resumeFrom(token); p != nil {
 				c.rejectProblem(p, 0)
 				return
 			}
-			was = resumed.settings // parked in the meantime
+			was, conv = resumed.settings, resumed.conversation // parked in the meantime
 		}
 		msg = mergeStart(msg, was)
+		conversation = conv
 	}
 	encoding, outRate, p := voice.ValidateStart(msg)
 	if p != nil {
@@ -299,6 +325,9 @@ func (c *conn) handleStart(msg voice.Message) {
 	cfg := c.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = msg.SampleRate, outRate
 	cfg.Device = msg.Device
+	// The resumed session joins the conversation of the chain's first
+	// session, so its timers ring here.
+	cfg.ConversationKey = conversation
 	log := c.sessLog.With().Str("client", msg.Client.Name).Str("client_version", msg.Client.Version).Logger()
 	sess, p := voice.Start(c.id, cfg, c.srv.backends, c.srv.metrics.ForSession(c.id, c.srv.observer(transportWS, c.id, "")), log)
 	if p != nil {
@@ -326,7 +355,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	}
 	// settings before register: resumeStore.settings reads them once the
 	// token is known.
-	c.sess, c.settings = sess, msg
+	c.sess, c.settings, c.conversation = sess, msg, conversation
 	if c.srv.resume.enabled() {
 		c.token = c.srv.resume.register(c)
 		ready.SessionToken = c.token
@@ -371,18 +400,19 @@ func (c *conn) resumeFrom(token string) (*parkedSession, *voice.Problem) {
 	return p, nil
 }
 
-// settings returns the start message of the session token names, parked
-// or still live (for a takeover), without taking it.
-func (r *resumeStore) settings(token string) (voice.Message, bool) {
+// settings returns the start message and the conversation key of the
+// session token names, parked or still live (for a takeover), without
+// taking it.
+func (r *resumeStore) settings(token string) (voice.Message, string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if p, ok := r.parked[token]; ok {
-		return p.settings, true
+		return p.settings, p.conversation, true
 	}
 	if c, ok := r.live[token]; ok {
-		return c.settings, true // written before register took r.mu
+		return c.settings, c.conversation, true // written before register took r.mu
 	}
-	return voice.Message{}, false
+	return voice.Message{}, "", false
 }
 
 // mergeStart fills the fields a resuming start leaves out from the
