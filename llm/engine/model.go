@@ -7,6 +7,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/cgo/kernels"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
+	"github.com/voxpipe/voxpipe/llm/engine/quant"
 )
 
 // ropeStyle says which element pairs RoPE rotates.
@@ -53,6 +54,12 @@ type weight struct {
 	cols int // ne0, the contiguous dimension
 	raw  []byte
 	f32  []float32 // raw viewed as float32 when typ is F32
+	// fileType is the type stored in the file; typ differs when the
+	// weight was converted at load (convert).
+	fileType gguf.Type
+	// owned: raw was allocated by the engine (a converted weight), not
+	// mapped from the file.
+	owned bool
 	// packed: raw holds Q8_0 or Q4_0 rows in kernels.PackQ8_0's or
 	// kernels.PackQ4_0's layout (set by copyWeights), which the packed
 	// kernels read for one row and for many.
@@ -196,6 +203,9 @@ func loadModel(f *gguf.File) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkTypes(f); err != nil {
+		return nil, err
+	}
 	m := &model{hp: hp}
 	get := func(name string, dims ...int) (*weight, error) {
 		ti, data, ok := f.Tensor(name)
@@ -313,12 +323,10 @@ func makeWeight(ti gguf.TensorInfo, data []byte, dims []int) (*weight, error) {
 	if !match {
 		return nil, fmt.Errorf("%w: %s has dims %v, want %v", ErrBadShape, ti.Name, ti.Dims, dims)
 	}
-	switch ti.Type {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0:
-	default:
-		return nil, fmt.Errorf("%w: %s is %s (supported: F32, F16, Q8_0, Q4_0)", ErrUnsupportedType, ti.Name, ti.Type)
+	if !computes(ti.Type) && !quant.CanDequantize(ti.Type) {
+		return nil, unsupportedTensor(ti)
 	}
-	w := &weight{name: ti.Name, typ: ti.Type, cols: dims[0], rows: 1, raw: data}
+	w := &weight{name: ti.Name, typ: ti.Type, fileType: ti.Type, cols: dims[0], rows: 1, raw: data}
 	if len(dims) > 1 {
 		w.rows = dims[1]
 	}
@@ -329,6 +337,12 @@ func makeWeight(ti gguf.TensorInfo, data []byte, dims []int) (*weight, error) {
 		return nil, fmt.Errorf("%w: %s holds %d bytes, want %d rows of %d", ErrBadShape, ti.Name, len(data), w.rows, w.rowBytes())
 	}
 	w.raw = data[:w.rows*w.rowBytes()]
+	if !computes(ti.Type) || (len(dims) == 1 && ti.Type != gguf.TypeF32) {
+		if err := w.convert(len(dims) == 1); err != nil {
+			return nil, err
+		}
+		return w, nil
+	}
 	if ti.Type == gguf.TypeF32 {
 		if uintptr(unsafe.Pointer(unsafe.SliceData(data)))%4 != 0 {
 			return nil, fmt.Errorf("%w: %s is not 4-byte aligned in the file", ErrBadShape, ti.Name)
@@ -387,8 +401,10 @@ func (m *model) copyWeights(repack bool) (release func() error, err error) {
 		} else {
 			copy(dst, w.raw)
 		}
-		dropMapped(w.raw)
-		w.raw = dst
+		if !w.owned {
+			dropMapped(w.raw)
+		}
+		w.raw, w.owned = dst, false
 		if w.typ == gguf.TypeF32 {
 			w.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(dst))), n/4)
 		}
