@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,15 +12,60 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
 
+// TestLlamaCppRefusals rewrites a real vocabulary's tokenizer.ggml.pre or
+// tokenizer.ggml.model to names llama.cpp knows but this package does not
+// implement: each must be refused with its named error, not tokenized
+// with the wrong rules.
+func TestLlamaCppRefusals(t *testing.T) {
+	src, err := gguf.Open(filepath.Join(llamacppDir, "ggml-vocab-gpt-2.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	cases := []struct {
+		key, value string
+		want       error
+	}{
+		{"tokenizer.ggml.pre", "chameleon", ErrPre},
+		{"tokenizer.ggml.pre", "tekken", ErrPre},
+		{"tokenizer.ggml.pre", "chatglm-bpe", ErrPre},
+		{"tokenizer.ggml.pre", "deepseek-v3", ErrPre},
+		{"tokenizer.ggml.model", "t5", ErrModel},
+		{"tokenizer.ggml.model", "rwkv", ErrModel},
+	}
+	for _, c := range cases {
+		t.Run(c.value, func(t *testing.T) {
+			w := gguf.NewWriter()
+			for _, k := range src.Keys() {
+				if k != c.key {
+					w.CopyValue(src, k)
+				}
+			}
+			w.Set(c.key, c.value)
+			var buf bytes.Buffer
+			if _, err := w.WriteTo(&buf); err != nil {
+				t.Fatal(err)
+			}
+			f, err := gguf.Parse(buf.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = FromGGUF(f)
+			if !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.value) {
+				t.Fatalf("FromGGUF = %v, want %v naming %q", err, c.want, c.value)
+			}
+		})
+	}
+}
+
 // llamacppDir holds llama.cpp's vocabulary-only GGUFs with their test
 // inputs (.inp) and expected ids (.out); see its README.
 const llamacppDir = "testdata/llamacpp"
 
 // llamacppRefusals are the vocabularies this package does not implement,
-// with the error FromGGUF must give for each.
-var llamacppRefusals = map[string]error{
-	"bert-bge": ErrModel, // WordPiece ("bert")
-}
+// with the error FromGGUF must give for each (none today: every
+// vocabulary here is claimed; TestLlamaCppRefusals covers the refusals).
+var llamacppRefusals = map[string]error{}
 
 // readVocabTests parses a .inp/.out pair the way llama.cpp's
 // test-tokenizer-0 does: inputs separated by "\n__ggml_vocab_test__\n",

@@ -1,7 +1,8 @@
 // Package tokenizer implements llama.cpp's tokenizers from GGUF metadata:
 // SentencePiece-style "llama" (score-driven merges, byte fallback) and
 // byte-level BPE "gpt2" (merge ranks, with the pre-tokenizer named by
-// tokenizer.ggml.pre). Encoding and decoding follow llama.cpp token for token.
+// tokenizer.ggml.pre) and WordPiece "bert". Encoding and decoding follow
+// llama.cpp token for token (testdata/llamacpp holds its reference ids).
 package tokenizer
 
 import (
@@ -28,6 +29,7 @@ type kind int
 const (
 	kindSPM kind = iota
 	kindBPE
+	kindWPM
 )
 
 // none marks an absent special token id.
@@ -49,6 +51,8 @@ type Tokenizer struct {
 	ignoreMerges bool
 
 	bos, eos, eot, eom, unk, pad int32
+	sep                          int32 // WordPiece: appended by Encode with addSpecial
+	maxTokenLen                  int   // WordPiece: longest vocabulary entry in bytes
 	addBOS, addEOS               bool
 	addSpacePrefix               bool
 	eog                          []bool  // by id: ends generation
@@ -66,7 +70,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		return nil, ErrNoVocab
 	}
 	model, _ := f.String("tokenizer.ggml.model")
-	t := &Tokenizer{tokens: tokens, ids: make(map[string]int32, len(tokens)), eog: make([]bool, len(tokens))}
+	t := &Tokenizer{tokens: tokens, ids: make(map[string]int32, len(tokens)), eog: make([]bool, len(tokens)), sep: none}
 	n := len(tokens)
 	switch model {
 	case "llama":
@@ -82,8 +86,12 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 			return nil, err
 		}
 		t.pre, t.ignoreMerges, t.addBOS = pre, ignoreMerges, addBOS
+	case "bert":
+		t.kind = kindWPM
+		t.bos, t.eos, t.unk, t.eot, t.eom, t.pad, t.sep = 101, none, 100, none, none, 0, 102
+		t.addBOS = true
 	default:
-		return nil, fmt.Errorf("%w: %q (want \"llama\" or \"gpt2\")", ErrModel, model)
+		return nil, fmt.Errorf("%w: %q (want \"llama\", \"gpt2\" or \"bert\")", ErrModel, model)
 	}
 
 	if types, ok := f.Int32s("tokenizer.ggml.token_type"); ok {
@@ -109,6 +117,7 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		if _, dup := t.ids[s]; !dup {
 			t.ids[s] = int32(i)
 		}
+		t.maxTokenLen = max(t.maxTokenLen, len(s))
 	}
 
 	readID := func(key string, dst *int32) error {
@@ -127,18 +136,19 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 		return nil
 	}
 	for key, dst := range map[string]*int32{
-		"tokenizer.ggml.bos_token_id":     &t.bos,
-		"tokenizer.ggml.eos_token_id":     &t.eos,
-		"tokenizer.ggml.eot_token_id":     &t.eot,
-		"tokenizer.ggml.eom_token_id":     &t.eom,
-		"tokenizer.ggml.unknown_token_id": &t.unk,
-		"tokenizer.ggml.padding_token_id": &t.pad,
+		"tokenizer.ggml.bos_token_id":       &t.bos,
+		"tokenizer.ggml.eos_token_id":       &t.eos,
+		"tokenizer.ggml.eot_token_id":       &t.eot,
+		"tokenizer.ggml.eom_token_id":       &t.eom,
+		"tokenizer.ggml.unknown_token_id":   &t.unk,
+		"tokenizer.ggml.padding_token_id":   &t.pad,
+		"tokenizer.ggml.seperator_token_id": &t.sep, // sic: llama.cpp's key
 	} {
 		if err := readID(key, dst); err != nil {
 			return nil, err
 		}
 	}
-	for _, id := range []*int32{&t.bos, &t.eos, &t.unk} {
+	for _, id := range []*int32{&t.bos, &t.eos, &t.unk, &t.sep} {
 		if *id >= int32(n) {
 			*id = none // defaults that do not fit a small vocabulary
 		}
@@ -219,7 +229,7 @@ func (t *Tokenizer) decodePiece(id int32) string {
 	case typeUserDefined:
 		return text
 	case typeNormal:
-		if t.kind == kindSPM {
+		if t.kind != kindBPE {
 			return strings.ReplaceAll(text, "▁", " ")
 		}
 		return decodeByteLevel(text)
@@ -368,6 +378,17 @@ func (t *Tokenizer) Encode(text string, addSpecial, parseSpecial bool) []int32 {
 			for _, word := range t.pre.split(fr.text) {
 				out = t.encodeBPEWord(word, out)
 			}
+		}
+	case kindWPM:
+		for _, fr := range frags {
+			if fr.token != none {
+				out = append(out, fr.token)
+				continue
+			}
+			out = t.encodeWPM(fr.text, out)
+		}
+		if addSpecial && t.sep != none {
+			out = append(out, t.sep)
 		}
 	}
 	if addSpecial && t.addEOS && t.eos != none {
