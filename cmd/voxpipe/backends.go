@@ -94,6 +94,10 @@ func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io
 		return fail(fmt.Errorf("llm %s: %w", c.LLM.Backend, err))
 	}
 	be.LLM, closers = model, append(closers, cl)
+	if e, ok := model.(*engine.Engine); ok {
+		// What loaded, so a user's downloaded file says how it runs.
+		log.Info().Str("model", c.LLM.Engine.Model).Msg("llm engine loaded: " + e.Info().String())
+	}
 	// A failing ASR or TTS instance is replaced by a fresh one (internal/renew).
 	rec, err := renew.NewASR(func() (asr.Recognizer, io.Closer, error) { return asrBackends[c.ASR.Backend](c) },
 		renew.Options{After: c.ASR.ReplaceAfter, Name: "asr " + c.ASR.Backend, Log: log})
