@@ -3,9 +3,22 @@ package audio
 import (
 	"fmt"
 	"math"
+
+	"github.com/voxpipe/voxpipe/pipeline/audio/silero"
 )
 
-// VADConfig configures the energy VAD.
+// Speech detectors (VADConfig.Detector).
+const (
+	// DetectorEnergy: a frame is speech when its energy is ThresholdDB over
+	// the adaptive noise floor.
+	DetectorEnergy = "energy"
+	// DetectorSilero: a frame is speech when Silero VAD's probability for
+	// the latest 32 ms reaches SpeechProb (package silero). It tells speech
+	// from noise that is as loud, where the energy test cannot.
+	DetectorSilero = "silero"
+)
+
+// VADConfig configures the VAD.
 type VADConfig struct {
 	SampleRate   int     // of the frames given to Process (16000 in the pipeline)
 	FrameMs      int     // 20
@@ -13,6 +26,8 @@ type VADConfig struct {
 	EndSilenceMs int     // endpointing: silence after speech before SpeechEnd (e.g. 500)
 	PreRollMs    int     // audio kept before SpeechStart and handed to ASR (e.g. 300)
 	ThresholdDB  float64 // speech = frame energy this far above the adaptive noise floor
+	Detector     string  // DetectorEnergy ("" too) or DetectorSilero
+	SpeechProb   float64 // DetectorSilero: speech from this probability on (0 = 0.5)
 }
 
 // DefaultVADConfig returns the pipeline's VAD settings.
@@ -44,6 +59,10 @@ func DefaultVADConfig() VADConfig {
 		// normal speaking distance. Inside speech the VAD holds on down to
 		// ThresholdDB-vadHysteresisDB so trailing syllables are not cut.
 		ThresholdDB: 10,
+		Detector:    DetectorEnergy,
+		// Silero's own recommendation; in speech the VAD holds on down to
+		// SpeechProb-vadProbHysteresis.
+		SpeechProb: 0.5,
 	}
 }
 
@@ -81,6 +100,10 @@ const (
 	// dcBlockPole is the DC blocker's pole (a 1st-order high-pass, ~13 Hz at
 	// 16 kHz): a microphone's DC offset or hum would otherwise count as energy.
 	dcBlockPole = 0.995
+	// vadProbHysteresis lowers SpeechProb once in speech (as Silero's own
+	// speech-timestamp code does), so a soft syllable does not count as
+	// silence.
+	vadProbHysteresis = 0.15
 )
 
 // VADEvent is what one VAD.Process call reports.
@@ -105,8 +128,11 @@ func (e VADEvent) String() string {
 	return fmt.Sprintf("VADEvent(%d)", int(e))
 }
 
-// VAD is an energy voice activity detector: a frame is speech when its
-// energy is ThresholdDB above an adaptive noise floor. The floor follows
+// VAD is a voice activity detector. With DetectorEnergy a frame is speech
+// when its energy is ThresholdDB above an adaptive noise floor; with
+// DetectorSilero when the neural network's speech probability reaches
+// SpeechProb (the floor is still tracked, for LastEnergyDB and
+// NoiseFloorDB, and digital silence is never speech). The floor follows
 // quiet frames quickly downward and slowly upward and is frozen during
 // speech (see the vad* constants for the one exception). StartMs of speech
 // frames start an utterance; EndSilenceMs of non-speech frames end it. A
@@ -135,6 +161,12 @@ type VAD struct {
 	ring     []int16 // pre-roll ring buffer, fixed length
 	ringNext int     // write position
 	ringFill int     // samples written, up to len(ring)
+
+	// DetectorSilero only: the network, the samples of its next window,
+	// and the probability of the last complete one.
+	neural *silero.Detector
+	window []float32 // up to silero.WindowSize
+	prob   float32
 }
 
 // NewVAD validates cfg and returns a VAD.
@@ -148,6 +180,15 @@ func NewVAD(cfg VADConfig) (*VAD, error) {
 		return nil, fmt.Errorf("%w: vad StartMs %d, EndSilenceMs %d, PreRollMs %d (want >= 0, > 0, >= 0)", ErrConfig, cfg.StartMs, cfg.EndSilenceMs, cfg.PreRollMs)
 	case !(cfg.ThresholdDB > 0 && cfg.ThresholdDB < 60):
 		return nil, fmt.Errorf("%w: vad threshold %g dB (want 0 < dB < 60)", ErrConfig, cfg.ThresholdDB)
+	case cfg.Detector != "" && cfg.Detector != DetectorEnergy && cfg.Detector != DetectorSilero:
+		return nil, fmt.Errorf("%w: vad detector %q (want %s or %s)", ErrConfig, cfg.Detector, DetectorEnergy, DetectorSilero)
+	case cfg.Detector == DetectorSilero && cfg.SampleRate != silero.SampleRate:
+		return nil, fmt.Errorf("%w: the silero vad runs at %d Hz, not %d", ErrConfig, silero.SampleRate, cfg.SampleRate)
+	case cfg.SpeechProb != 0 && !(cfg.SpeechProb > vadProbHysteresis && cfg.SpeechProb < 1):
+		return nil, fmt.Errorf("%w: vad speech probability %g (want %g < p < 1)", ErrConfig, cfg.SpeechProb, vadProbHysteresis)
+	}
+	if cfg.SpeechProb == 0 {
+		cfg.SpeechProb = DefaultVADConfig().SpeechProb
 	}
 	ceilDiv := func(a, b int) int { return (a + b - 1) / b }
 	v := &VAD{
@@ -159,6 +200,14 @@ func NewVAD(cfg VADConfig) (*VAD, error) {
 	}
 	preRollSamples := cfg.SampleRate * cfg.PreRollMs / 1000
 	v.ring = make([]int16, preRollSamples+v.startFrames*v.frameSamples)
+	if cfg.Detector == DetectorSilero {
+		m, err := silero.Default()
+		if err != nil {
+			return nil, fmt.Errorf("vad: %w", err)
+		}
+		v.neural = m.NewDetector()
+		v.window = make([]float32, 0, silero.WindowSize)
+	}
 	v.Reset()
 	return v, nil
 }
@@ -174,6 +223,10 @@ func (v *VAD) Reset() {
 	v.dcX, v.dcY = 0, 0
 	v.blockMin, v.blockCount, v.blocksSeen, v.blockCursor = math.Inf(1), 0, 0, 0
 	v.ringNext, v.ringFill = 0, 0
+	if v.neural != nil {
+		v.neural.Reset()
+		v.window, v.prob = v.window[:0], 0
+	}
 }
 
 // InSpeech reports whether an utterance is in progress (between
@@ -186,10 +239,17 @@ func (v *VAD) NoiseFloorDB() float64 { return v.floorDB }
 // LastEnergyDB returns the energy of the last frame in dBFS.
 func (v *VAD) LastEnergyDB() float64 { return v.lastDB }
 
+// SpeechProb returns the neural detector's probability for the last
+// complete 32 ms window (0 with DetectorEnergy).
+func (v *VAD) SpeechProb() float32 { return v.prob }
+
 // Process analyses one FrameMs frame and reports a state change. It does
 // not allocate. Frames of another length work but shift the timing.
 func (v *VAD) Process(frame []int16) VADEvent {
 	v.remember(frame)
+	if v.neural != nil {
+		v.listen(frame)
+	}
 	e := v.energyDB(frame)
 	v.lastDB = e
 	if e < vadSilenceDB {
@@ -206,6 +266,13 @@ func (v *VAD) Process(frame []int16) VADEvent {
 		threshold -= vadHysteresisDB
 	}
 	speech := e > threshold
+	if v.neural != nil {
+		p := v.cfg.SpeechProb
+		if v.inSpeech {
+			p -= vadProbHysteresis
+		}
+		speech = float64(v.prob) >= p
+	}
 
 	// Floor tracking: never from speech frames or frames that may begin
 	// speech; in speech only downward (which can only make the VAD more
@@ -216,6 +283,23 @@ func (v *VAD) Process(frame []int16) VADEvent {
 		v.floorDB += vadFloorUp * (e - v.floorDB)
 	}
 	return v.step(speech)
+}
+
+// listen feeds frame to the network, which runs each time a 32 ms window
+// is complete (every 1.6 frames of 20 ms): each frame is judged by the
+// latest complete window, at most 32 ms old.
+func (v *VAD) listen(frame []int16) {
+	for len(frame) > 0 {
+		n := min(len(frame), silero.WindowSize-len(v.window))
+		for _, s := range frame[:n] {
+			v.window = append(v.window, float32(s)/32768)
+		}
+		frame = frame[n:]
+		if len(v.window) == silero.WindowSize {
+			v.prob, _ = v.neural.Window(v.window) // cannot fail: a whole window
+			v.window = v.window[:0]
+		}
+	}
 }
 
 // step advances the start/end state machine by one frame.
