@@ -15,24 +15,25 @@ import (
 
 	"github.com/voxpipe/voxpipe/internal/voiceclient"
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/tools/timer"
 	"github.com/voxpipe/voxpipe/web/xiaozhi"
 )
 
 // TestBrowserDeviceOverlay: after a xiaozhi device's turn, the page (not
 // connected itself) lists the device's session in the latency overlay's
 // "traces of" picker; picking it shows that turn's heard figure and
-// waterfall, and picking "this page" again clears them. The screenshot goes
-// to out/web-browser/overlay-device.png.
+// waterfall with a row for the turn's tool call, and picking "this page"
+// again clears them. The screenshot goes to out/web-browser/overlay-device.png.
 func TestBrowserDeviceOverlay(t *testing.T) {
 	chromium, node, scriptDir := browserPrereqs(t)
 	checkLeaks(t)
-	ts := newTestServer(t, []string{"It is sunny today."}, func(c *Config) {
+	ts, _ := newTimerServer(t, &manualClock{}, func(c *Config) {
 		xc := xiaozhi.DefaultConfig()
 		c.Xiaozhi = &xc
 		c.MaxFrameBytes = 65536
 	})
 	_, synth := engines(t)
-	speech := append(make([]int16, 16000/4), speak(t, synth, "what is the weather like today")...)
+	speech := append(make([]int16, 16000/4), speak(t, synth, "set a timer for one minute")...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const deviceID = "24:0a:c4:00:00:2a"
@@ -62,6 +63,8 @@ func TestBrowserDeviceOverlay(t *testing.T) {
 		V2VText      string           `json:"v2vText"`
 		TurnText     string           `json:"turnText"`
 		Bars         int              `json:"bars"`
+		ToolRows     []string         `json:"toolRows"`
+		ToolBars     int              `json:"toolBars"`
 		PageV2VText  string           `json:"pageV2VText"`
 		Logs         []string         `json:"logs"`
 	}
@@ -90,6 +93,12 @@ func TestBrowserDeviceOverlay(t *testing.T) {
 	}
 	if got.Bars < 5 || !strings.Contains(got.TurnText, "xiaozhi "+deviceID) {
 		t.Errorf("waterfall has %d bars, turn line %q", got.Bars, got.TurnText)
+	}
+	if len(tr.Tools) != 1 || tr.Tools[0].Name != timer.SetName || tr.Tools[0].Outcome != "ok" {
+		t.Fatalf("device trace's tools %+v, want one set_timer call that ended ok", tr.Tools)
+	}
+	if len(got.ToolRows) != 1 || got.ToolRows[0] != timer.SetName || got.ToolBars != 1 {
+		t.Errorf("waterfall tool rows %q with %d bars, want one %s row", got.ToolRows, got.ToolBars, timer.SetName)
 	}
 	if got.PageV2VText != "–" {
 		t.Errorf("back on this page, the overlay shows %q, want – (no turn of its own)", got.PageV2VText)

@@ -61,8 +61,9 @@ func (c *manualClock) ring(t *testing.T) {
 }
 
 // newTimerServer is a resumable /ws server whose model sets a timer on
-// every spoken turn, with the built-in timers on clock.
-func newTimerServer(t *testing.T, clock *manualClock) (*Server, *tools.Conversations, string) {
+// every spoken turn, with the built-in timers on clock; edit, when not
+// nil, changes its config.
+func newTimerServer(t *testing.T, clock *manualClock, edit func(*Config)) (*testServer, *tools.Conversations) {
 	t.Helper()
 	asrEngine, ttsEngine := engines(t)
 	cfg := Config{
@@ -71,6 +72,9 @@ func newTimerServer(t *testing.T, clock *manualClock) (*Server, *tools.Conversat
 		IdleTimeout:   30 * time.Second,
 		Pipeline:      pipeline.DefaultConfig(),
 		Resume:        ResumeConfig{TTL: time.Minute},
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	convs := tools.NewConversations(time.Minute, time.UTC, testLogger(t))
 	be := pipeline.Backends{ASR: asrEngine, LLM: timerModel{}, TTS: ttsEngine,
@@ -89,7 +93,7 @@ func newTimerServer(t *testing.T, clock *manualClock) (*Server, *tools.Conversat
 		hs.Close()
 		convs.Close()
 	})
-	return srv, convs, "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"
+	return &testServer{srv: srv, http: hs, url: "ws" + strings.TrimPrefix(hs.URL, "http") + "/ws"}, convs
 }
 
 func isNotice(ev pipeline.Event) bool { return ev.Type == pipeline.EventNotice }
@@ -100,7 +104,8 @@ func isNotice(ev pipeline.Event) bool { return ev.Type == pipeline.EventNotice }
 func TestResumeKeepsConversation(t *testing.T) {
 	checkLeaks(t)
 	clock := &manualClock{}
-	srv, convs, url := newTimerServer(t, clock)
+	ts, convs := newTimerServer(t, clock, nil)
+	srv, url := ts.srv, ts.url
 
 	a, ready := dialResume(t, url, startMsg(16000, EncodingPCM16))
 	a.say(utterance(t, "set a timer for one minute", 16000))

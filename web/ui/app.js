@@ -547,9 +547,13 @@ function renderTrace(ev) {
     (ev.transport ? ` · ${ev.transport} ${ev.device || ev.session?.slice(0, 8) || ""}` : "");
   const wf = $("waterfall");
   wf.replaceChildren();
-  const span = Math.max(1, ...WATERFALL.map((k) => m[k] ?? 0));
+  const calls = toolCalls(ev);
+  const span = Math.max(1, ...WATERFALL.map((k) => m[k] ?? 0), ...calls.map((c) => c.at_ms + c.duration_ms));
   let prev = 0;
   for (const k of WATERFALL) {
+    // The model's tool calls ran between its first token and the answer's
+    // audio (or after the words spoken before them): their rows go here.
+    if (k === "tts_first_audio") for (const c of calls) wf.append(...toolRow(c, span));
     const label = document.createElement("span");
     label.textContent = k;
     const lane = document.createElement("div");
@@ -573,6 +577,38 @@ function renderTrace(ev) {
   }
   renderPrefill(ev);
   renderChart();
+}
+
+// toolCalls returns the turn's tool calls (trace.tools); a trace with only
+// the tool_call mark (when the first call started) gets one row of unknown
+// length for it.
+function toolCalls(ev) {
+  if (ev.tools?.length) return ev.tools;
+  const at = ev.marks?.tool_call;
+  return at != null ? [{ name: "tool_call", at_ms: at, duration_ms: 0, outcome: "" }] : [];
+}
+
+// toolRow is a waterfall row for one tool call: its bar spans the call's
+// run, red when it did not end "ok".
+function toolRow(c, span) {
+  const label = document.createElement("span");
+  label.className = "tool";
+  label.textContent = c.outcome && c.outcome !== "ok" ? `${c.name} (${c.outcome})` : c.name;
+  label.title = `tool call ${c.name}` + (c.outcome ? `: ${c.outcome}` : "");
+  const lane = document.createElement("div");
+  lane.className = "lane";
+  const bar = document.createElement("div");
+  bar.className = "bar tool" + (c.outcome && c.outcome !== "ok" ? " failed" : "");
+  bar.style.left = `${(Math.max(0, c.at_ms) / span) * 100}%`;
+  bar.style.width = `${(Math.max(0, c.duration_ms) / span) * 100}%`;
+  bar.title = `${c.name} from ${Math.round(c.at_ms)} ms, ran ${Math.round(c.duration_ms)} ms` + (c.outcome ? ` (${c.outcome})` : "");
+  lane.appendChild(bar);
+  const ms = document.createElement("span");
+  ms.className = "ms";
+  const d = c.duration_ms;
+  ms.textContent = c.outcome ? `+${d >= 10 ? Math.round(d) : d.toFixed(d >= 1 ? 1 : 2)}` : `${Math.round(c.at_ms)}`;
+  ms.title = c.outcome ? "the call's run time, ms" : "when the first call started, ms since speech_end";
+  return [label, lane, ms];
 }
 
 // The LLM's prompt for the turn: how much of it came from the KV cache

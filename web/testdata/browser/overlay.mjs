@@ -1,6 +1,6 @@
 // Opens the voxpipe page in headless Chromium without connecting, picks
 // the first device session in the latency overlay's "traces of" list and
-// prints what the overlay shows as JSON. Usage:
+// prints what the overlay shows (its tool-call rows too) as JSON. Usage:
 // node overlay.mjs <page url> <screenshot.png>
 // CHROMIUM overrides the browser path (default /usr/bin/chromium).
 import { chromium } from "playwright-core";
@@ -34,6 +34,8 @@ try {
     v2vText: document.getElementById("v2v").textContent,
     turnText: document.getElementById("v2vTurn").textContent,
     bars: document.querySelectorAll("#waterfall .bar").length,
+    toolRows: [...document.querySelectorAll("#waterfall span.tool")].map((e) => e.textContent),
+    toolBars: document.querySelectorAll("#waterfall .bar.tool").length,
     stats: document.getElementById("stats").textContent,
   }));
   await page.screenshot({ path: shot, fullPage: true });
