@@ -290,6 +290,8 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.VAD.EndSilenceMs = p.VAD.EndSilenceMs
 	pc.VAD.PreRollMs = p.VAD.PreRollMs
 	pc.VAD.ThresholdDB = p.VAD.ThresholdDB
+	pc.VAD.Detector = p.VAD.Detector
+	pc.VAD.SpeechProb = p.VAD.SpeechProb
 	pc.BargeIn = p.BargeIn
 	pc.BargeInMinSpeechMs = p.BargeInMinSpeechMs
 	pc.SystemPrompt = p.SystemPrompt

@@ -91,6 +91,15 @@ type Xiaozhi struct {
 	TTSStartLead    time.Duration `yaml:"tts_start_lead"`
 	IdleTimeout     time.Duration `yaml:"idle_timeout"`
 	Emotion         string        `yaml:"emotion"` // llm emotion per turn; "" = none
+	// DeviceTools offers a device's own MCP tools (volume, screen, ...) to
+	// its session's turns, when tools.enabled and the hello has features.mcp.
+	DeviceTools bool          `yaml:"device_tools"`
+	MCPTimeout  time.Duration `yaml:"mcp_timeout"`   // each request to the device's MCP server
+	MCPListWait time.Duration `yaml:"mcp_list_wait"` // a call before this session's tool list waits this long for it
+	// VisionURL and VisionToken go to the device in MCP initialize: where
+	// its camera tool uploads a photo and question; "" = no camera tool.
+	VisionURL   string `yaml:"vision_url"`
+	VisionToken string `yaml:"vision_token"`
 }
 
 // Auth configures API keys for /ws, /rtc/offer, /v1 and the token endpoint.
@@ -250,6 +259,8 @@ type VAD struct {
 	EndSilenceMs int     `yaml:"end_silence_ms"`
 	PreRollMs    int     `yaml:"pre_roll_ms"`
 	ThresholdDB  float64 `yaml:"threshold_db"`
+	Detector     string  `yaml:"detector"`    // energy | silero (audio.DetectorEnergy, DetectorSilero)
+	SpeechProb   float64 `yaml:"speech_prob"` // silero: speech from this probability on
 }
 
 // ASR selects the speech recogniser.
@@ -417,12 +428,13 @@ func Default() Config {
 			Admission:      Admission{TargetUtilization: 0.8, SessionCPU: 0.25, MaxV2VMs: 0},
 			Xiaozhi: Xiaozhi{Enabled: true, OTAPath: "/xiaozhi/ota/", WSPath: "/xiaozhi/v1/", ProtocolVersion: 1,
 				Devices: "open", AllowedDevices: []string{}, OutputRate: 24000, HelloTimeout: 10 * time.Second,
-				TTSStartLead: 100 * time.Millisecond, IdleTimeout: 120 * time.Second, Emotion: "neutral"},
+				TTSStartLead: 100 * time.Millisecond, IdleTimeout: 120 * time.Second, Emotion: "neutral",
+				DeviceTools: true, MCPTimeout: 5 * time.Second, MCPListWait: 2 * time.Second},
 		},
 		Telemetry: Telemetry{ServiceName: "voxpipe"},
 		Log:       Log{Level: "info", Format: "auto"},
 		Pipeline: Pipeline{
-			VAD:                   VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10},
+			VAD:                   VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10, Detector: "energy", SpeechProb: 0.5},
 			BargeIn:               true,
 			BargeInMinSpeechMs:    200,
 			SystemPrompt:          "You are voxpipe, a friendly voice assistant. Answer in one or two short spoken sentences.",

@@ -61,7 +61,7 @@ func TestUnknownFieldsAllReported(t *testing.T) {
 	_, err := Parse([]byte(doc), "f.yaml")
 	for _, want := range []string{
 		`f.yaml: line 1: field "servr" not found in "top level"`,
-		`f.yaml: line 5: field "start" not found in "pipeline.vad" (known: end_silence_ms, pre_roll_ms, start_ms, threshold_db)`,
+		`f.yaml: line 5: field "start" not found in "pipeline.vad" (known: detector, end_silence_ms, pre_roll_ms, speech_prob, start_ms, threshold_db)`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("have %v, want it to contain %q", err, want)

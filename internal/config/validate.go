@@ -42,6 +42,8 @@ func (c *Config) Validate() error {
 	v.intRange("pipeline.vad.end_silence_ms", p.VAD.EndSilenceMs, 100, 10000)
 	v.intRange("pipeline.vad.pre_roll_ms", p.VAD.PreRollMs, 0, 2000)
 	v.floatRange("pipeline.vad.threshold_db", p.VAD.ThresholdDB, 1, 60)
+	v.oneOf("pipeline.vad.detector", p.VAD.Detector, "energy", "silero")
+	v.floatRange("pipeline.vad.speech_prob", p.VAD.SpeechProb, 0.2, 0.95)
 	v.intRange("pipeline.barge_in_min_speech_ms", p.BargeInMinSpeechMs, 0, 5000)
 	v.intRange("pipeline.max_tokens", p.MaxTokens, 1, 32768)
 	v.floatRange("pipeline.temperature", float64(p.Temperature), 0, 2)
@@ -191,6 +193,11 @@ func (c *Config) Validate() error {
 		v.durRange("server.xiaozhi.hello_timeout", xz.HelloTimeout, time.Second, time.Minute)
 		v.durRange("server.xiaozhi.tts_start_lead", xz.TTSStartLead, 0, time.Second)
 		v.durRange("server.xiaozhi.idle_timeout", xz.IdleTimeout, time.Second, 24*time.Hour)
+		v.durRange("server.xiaozhi.mcp_timeout", xz.MCPTimeout, 10*time.Millisecond, time.Minute)
+		v.durRange("server.xiaozhi.mcp_list_wait", xz.MCPListWait, 0, time.Minute)
+		if u := xz.VisionURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			v.fail("server.xiaozhi.vision_url", "want http://HOST/PATH or https://... (the device uploads photos to it), or empty (got %q)", u)
+		}
 	}
 
 	v.nonEmpty("llm.backend", c.LLM.Backend)
