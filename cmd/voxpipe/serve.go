@@ -150,7 +150,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		MaxFrameBytes: cfg.Server.MaxFrameBytes,
 		IdleTimeout:   cfg.Server.IdleTimeout,
 		RTC:           rtcConfig(cfg.Server.RTC),
-		Xiaozhi:       xiaozhiConfig(cfg.Server.Xiaozhi),
+		Xiaozhi:       xiaozhiConfig(cfg.Server.Xiaozhi, cfg.Tools.Enabled),
 		Pipeline:      pc,
 		API:           openaiapi.NewWithLimits(be.LLM, id, log.With().Str("component", "openaiapi").Logger(), apiLim),
 		Access:        acc,
@@ -221,7 +221,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 }
 
 // xiaozhiConfig maps server.xiaozhi onto the device endpoints; nil when off.
-func xiaozhiConfig(c config.Xiaozhi) *xiaozhi.Config {
+func xiaozhiConfig(c config.Xiaozhi, toolsOn bool) *xiaozhi.Config {
 	if !c.Enabled {
 		return nil
 	}
@@ -230,6 +230,10 @@ func xiaozhiConfig(c config.Xiaozhi) *xiaozhi.Config {
 	xc.ProtocolVersion, xc.Devices, xc.AllowedDevices = c.ProtocolVersion, c.Devices, c.AllowedDevices
 	xc.OutputRate, xc.HelloTimeout, xc.TTSStartLead = c.OutputRate, c.HelloTimeout, c.TTSStartLead
 	xc.IdleTimeout, xc.Emotion = c.IdleTimeout, c.Emotion
+	// Device tools are tools: with tools.enabled off a turn gets none of
+	// them either, and the device is not asked for its list.
+	xc.DeviceTools, xc.MCPTimeout, xc.MCPListWait = c.DeviceTools && toolsOn, c.MCPTimeout, c.MCPListWait
+	xc.VisionURL, xc.VisionToken = c.VisionURL, c.VisionToken
 	return &xc
 }
 

@@ -160,6 +160,9 @@ func TestValidateRejects(t *testing.T) {
 		{"tools.call_timeout", "1ms", "tools.call_timeout"},
 		{"tools.max_rounds", "0", "tools.max_rounds"},
 		{"tools.mcp_allow", "{fs: [read]}", "tools.mcp_allow.fs"},
+		{"server.xiaozhi.mcp_timeout", "0s", "server.xiaozhi.mcp_timeout"},
+		{"server.xiaozhi.mcp_list_wait", "2m", "server.xiaozhi.mcp_list_wait"},
+		{"server.xiaozhi.vision_url", "ftp://cam.example/upload", "server.xiaozhi.vision_url"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.key+"="+tc.value, func(t *testing.T) {
