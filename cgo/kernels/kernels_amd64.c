@@ -449,6 +449,7 @@ static inline int kn_pf_distance(int64_t span) {
 #define KN_TW4 3 // weight rows per 4-activation-row tile (AVX2: 16 ymm registers)
 #define KN_FN(name) name##_avx2
 #include "kernels_q.h"
+#include "kernels_k.h"
 #include "kernels_x8.h"
 #include "kernels_x4.h"
 // Attention (16 ymm registers): 2 heads x 2 partial sums x 2 halves of a key block, or 2 heads
@@ -475,6 +476,7 @@ static inline int kn_pf_distance(int64_t span) {
 #define KN_TW4 4 // 32 registers; 4 measured best (2..8 tried)
 #define KN_FN(name) name##_vnni
 #include "kernels_q.h"
+#include "kernels_k.h"
 #include "kernels_x8.h"
 #include "kernels_x4.h"
 // Attention (32 zmm registers): 4 heads x 4 partial sums, or 4 heads x 4 value pieces.

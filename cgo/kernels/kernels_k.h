@@ -1,0 +1,149 @@
+// K-quant products (Q4_K and Q6_K weights in the GGUF row layout against Q8_0 activations),
+// included by kernels_amd64.c after kernels_q.h in each tier, whose u8dot they use (vpdpbusd
+// on the VNNI tier).
+//
+// A 256-element super-block spans eight Q8_0 activation blocks of 32, each with its own scale
+// d_x, so every 32 (Q4_K) or 16 (Q6_K) weights are summed exactly in integers and scaled in
+// float: Q4_K value = d·sc·q − dmin·m (q in 0..15), Q6_K value = d·sc·(q − 32) (q in 0..63).
+// The activation terms that do not depend on the weight row (d_x per block, and d_x·Σx per
+// 32 or per 16 values for the offsets) are computed once per activation row.
+
+// kprep stores, for each of nb Q8_0 blocks of one activation row, d_x (xd[b]) and d_x·Σx over
+// the block's two halves of 16 (xh[2b], xh[2b+1]).
+static inline __attribute__((always_inline)) void KN_FN(kprep)(float *xd, float *xh, const uint8_t *xq,
+		int64_t nb) {
+	for (int64_t b = 0; b < nb; b++) {
+		const uint8_t *blk = xq + b * 34;
+		uint16_t h;
+		memcpy(&h, blk, 2);
+		const float d = _cvtsh_ss(h);
+		int32_t s0 = 0, s1 = 0;
+		for (int e = 0; e < 16; e++) {
+			s0 += (int8_t)blk[2 + e];
+			s1 += (int8_t)blk[18 + e];
+		}
+		xd[b] = d;
+		xh[2 * b] = d * (float)s0;
+		xh[2 * b + 1] = d * (float)s1;
+	}
+}
+
+static inline __attribute__((always_inline)) float KN_FN(khsum)(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_movehdup_ps(s));
+	return _mm_cvtss_f32(s);
+}
+
+// q4k_dot is one Q4_K row (nsb super-blocks of 144 bytes) against one prepared Q8_0 row.
+static inline __attribute__((always_inline)) float KN_FN(q4k_dot)(const uint8_t *w, int64_t nsb,
+		const uint8_t *xq, const float *xd, const float *xh) {
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	for (int64_t s = 0; s < nsb; s++, w += 144) {
+		uint16_t hd, hm;
+		memcpy(&hd, w, 2);
+		memcpy(&hm, w + 2, 2);
+		const float d = _cvtsh_ss(hd), dmin = _cvtsh_ss(hm);
+		// Six-bit scales and mins of the eight sub-blocks, unpacked four bytes at a time.
+		uint32_t a, b, c, sm[4];
+		memcpy(&a, w + 4, 4);
+		memcpy(&b, w + 8, 4);
+		memcpy(&c, w + 12, 4);
+		sm[0] = a & 0x3f3f3f3f;
+		sm[1] = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
+		sm[2] = b & 0x3f3f3f3f;
+		sm[3] = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
+		const __m128i smv = _mm_loadu_si128((const __m128i *)sm);
+		const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv));
+		const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8)));
+		const float *bd = xd + 8 * s;
+		// Σ_j m_j·d_x·Σx over sub-block j: xh holds half sums, pairs added here.
+		const __m256 h01 = _mm256_loadu_ps(xh + 16 * s), h23 = _mm256_loadu_ps(xh + 16 * s + 8);
+		const __m256 hs = _mm256_hadd_ps(h01, h23); // blocks [0 1 4 5 | 2 3 6 7]
+		const __m256 xsum = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(hs), 0xd8)); // blocks 0..7
+		accm = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mnf), xsum, accm);
+		float f[8];
+		_mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), scf), _mm256_loadu_ps(bd)));
+		const uint8_t *qs = w + 16;
+		const uint8_t *x = xq + 8 * s * 34;
+		for (int k = 0; k < 4; k++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
+			const __m256i lo = _mm256_and_si256(q, low4);
+			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+			const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x + (2 * k) * 34 + 2));
+			const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + (2 * k + 1) * 34 + 2));
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(lo, x0)), _mm256_set1_ps(f[2 * k]), acc);
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(hi, x1)), _mm256_set1_ps(f[2 * k + 1]), acc);
+		}
+	}
+	return KN_FN(khsum)(acc) - KN_FN(khsum)(accm);
+}
+
+// q6k_dot is one Q6_K row (nsb super-blocks of 210 bytes) against one prepared Q8_0 row.
+static inline __attribute__((always_inline)) float KN_FN(q6k_dot)(const uint8_t *w, int64_t nsb,
+		const uint8_t *xq, const float *xd, const float *xh) {
+	const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+	__m256 acc = _mm256_setzero_ps(), acco = _mm256_setzero_ps();
+	for (int64_t s = 0; s < nsb; s++, w += 210) {
+		uint16_t hd;
+		memcpy(&hd, w + 208, 2);
+		const float d = _cvtsh_ss(hd);
+		const int8_t *sc = (const int8_t *)(w + 192);
+		// Offsets: Σ over 16-element groups of sc·32·d_x·Σx.
+		const __m128i sc16 = _mm_loadu_si128((const __m128i *)sc);
+		const __m256 s0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc16));
+		const __m256 s1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc16, 8)));
+		const __m256 dv = _mm256_set1_ps(d);
+		acco = _mm256_fmadd_ps(_mm256_mul_ps(dv, s0), _mm256_loadu_ps(xh + 16 * s), acco);
+		acco = _mm256_fmadd_ps(_mm256_mul_ps(dv, s1), _mm256_loadu_ps(xh + 16 * s + 8), acco);
+		const uint8_t *x = xq + 8 * s * 34;
+		const float *bd = xd + 8 * s;
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *ql = w + 64 * h, *qh = w + 128 + 32 * h;
+			const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+			__m256i q[4];
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(hb, three), 4));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+				_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), three), 4));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+				_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), three), 4));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+				_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), three), 4));
+			for (int k = 0; k < 4; k++) {
+				const int blk = 4 * h + k; // activation block within the super-block
+				const __m256i xv = _mm256_loadu_si256((const __m256i *)(x + blk * 34 + 2));
+				const float f = d * bd[blk];
+				// lanes 0-3 sum elements 0-15 (scale 2·blk), lanes 4-7 elements 16-31 (2·blk+1).
+				const __m256 sv = _mm256_set_m128(_mm_set1_ps(f * (float)sc[2 * blk + 1]), _mm_set1_ps(f * (float)sc[2 * blk]));
+				acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(q[k], xv)), sv, acc);
+			}
+		}
+	}
+	return KN_FN(khsum)(acc) - 32.0f * KN_FN(khsum)(acco);
+}
+
+// kn_matmul_q{4,6}_k: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1), j < n, X rows Q8_0
+// (cols/32·34 bytes apart). Each weight row is read once and used for all n activation rows.
+#define KN_KMATMUL(NAME, DOT, BB)                                                                        \
+	void KN_FN(NAME)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,   \
+		const uint8_t *xq, int64_t n) {                                                                  \
+		const int64_t nb = cols / 32, nsb = cols / 256, xrow = nb * 34, wrow = nsb * (BB);             \
+		float stack[KN_STACK_SCALES];                                                                    \
+		float *xd = KN_FN(scale_buf)(stack, 3 * n * nb);                                                 \
+		float *xh = xd + n * nb;                                                                         \
+		for (int64_t j = 0; j < n; j++)                                                                  \
+			KN_FN(kprep)(xd + j * nb, xh + 2 * j * nb, xq + j * xrow, nb);                             \
+		for (int64_t r = r0; r < r1; r++) {                                                              \
+			const uint8_t *wr = w + r * wrow;                                                            \
+			for (int64_t j = 0; j < n; j++)                                                              \
+				out[j * ldo + r] = KN_FN(DOT)(wr, nsb, xq + j * xrow, xd + j * nb, xh + 2 * j * nb);    \
+		}                                                                                                \
+		if (xd != stack)                                                                                 \
+			free(xd);                                                                                    \
+	}
+KN_KMATMUL(kn_matmul_q4_k, q4k_dot, 144)
+KN_KMATMUL(kn_matmul_q6_k, q6k_dot, 210)
+#undef KN_KMATMUL

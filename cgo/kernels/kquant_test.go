@@ -1,0 +1,155 @@
+package kernels_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/voxpipe/voxpipe/cgo/kernels"
+	"github.com/voxpipe/voxpipe/llm/engine/gguf"
+	"github.com/voxpipe/voxpipe/llm/engine/quant"
+)
+
+// kBlocks returns rows×cols weights of typ (Q4_K or Q6_K) as random codes and scales, with the
+// fp16 fields set to small random values (random bytes there would be NaN or huge).
+func kBlocks(rng *rand.Rand, typ gguf.Type, rows, cols int) []byte {
+	bb := typ.BlockBytes()
+	w := make([]byte, rows*cols/256*bb)
+	for i := range w {
+		w[i] = byte(rng.Uint32())
+	}
+	for b := 0; b < len(w); b += bb {
+		put := func(off int, v float64) { binary.LittleEndian.PutUint16(w[b+off:], kernels.F32ToF16(float32(v))) }
+		if typ == gguf.TypeQ6_K {
+			put(208, rng.NormFloat64()*1e-3)
+		} else {
+			put(0, rng.Float64()*1e-3)
+			put(2, rng.Float64()*1e-3)
+		}
+	}
+	return w
+}
+
+func activations(rng *rand.Rand, n, cols int) []byte {
+	x := make([]float32, n*cols)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	xq := make([]byte, n*cols/32*kernels.BlockQ8_0)
+	kernels.QuantizeQ8_0(xq, x)
+	return xq
+}
+
+// refMatMul is the float64 product of the decoded weights and decoded activations.
+func refMatMul(t *testing.T, typ gguf.Type, w []byte, rows, cols int, xq []byte, n int) (out, mag []float64) {
+	wf := make([]float32, rows*cols)
+	if err := quant.Dequantize(wf, w, typ); err != nil {
+		t.Fatal(err)
+	}
+	xf := make([]float32, n*cols)
+	kernels.DequantizeQ8_0(xf, xq)
+	out, mag = make([]float64, n*rows), make([]float64, n*rows)
+	for j := 0; j < n; j++ {
+		for r := 0; r < rows; r++ {
+			var s, m float64
+			for i := 0; i < cols; i++ {
+				p := float64(wf[r*cols+i]) * float64(xf[j*cols+i])
+				s += p
+				m += math.Abs(p)
+			}
+			out[j*rows+r], mag[j*rows+r] = s, m
+		}
+	}
+	return out, mag
+}
+
+// TestMatMulK checks the Q4_K and Q6_K products on every tier against the float64 product of
+// quant's decoders, for one activation row (decode) and several (prompt), on a row range.
+func TestMatMulK(t *testing.T) {
+	defer kernels.UseGeneric(false)
+	rng := rand.New(rand.NewPCG(21, 22))
+	const rows, cols = 40, 512
+	for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K} {
+		w := kBlocks(rng, typ, rows, cols)
+		for _, n := range []int{1, 5} {
+			xq := activations(rng, n, cols)
+			want, mag := refMatMul(t, typ, w, rows, cols, xq, n)
+			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+				if kernels.ForceFeatures(tier) != nil {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/n%d/%s", typ, n, tier), func(t *testing.T) {
+					const r0, r1 = 3, 37
+					out := make([]float32, n*rows)
+					f := kernels.MatMulQ4_K
+					if typ == gguf.TypeQ6_K {
+						f = kernels.MatMulQ6_K
+					}
+					f(out, rows, w, cols, r0, r1, xq, n)
+					for j := 0; j < n; j++ {
+						for r := 0; r < rows; r++ {
+							got, i := out[j*rows+r], j*rows+r
+							if r < r0 || r >= r1 {
+								if got != 0 {
+									t.Fatalf("row %d outside [%d,%d) written", r, r0, r1)
+								}
+								continue
+							}
+							if d := math.Abs(float64(got) - want[i]); d > 1e-5*mag[i]+1e-6 {
+								t.Fatalf("x%d row %d = %g, want %g (|Δ| %.3g, Σ|w·x| %.3g)", j, r, got, want[i], d, mag[i])
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkMatVecK reports weight bandwidth of the Q4_K and Q6_K decode products beside Q8_0 and
+// Q4_0 on the same shape, so their ratio is read within one run.
+func BenchmarkMatVecK(b *testing.B) {
+	defer kernels.UseGeneric(false)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, sh := range []struct{ rows, cols int }{{896, 4864}, {4864, 1024}, {576, 1536}} {
+		xq := activations(rng, 1, sh.cols)
+		wf := make([]float32, sh.rows*sh.cols)
+		for i := range wf {
+			wf[i] = float32(rng.NormFloat64() * 0.02)
+		}
+		w8 := make([]byte, len(wf)/32*kernels.BlockQ8_0)
+		kernels.QuantizeQ8_0(w8, wf)
+		w4 := make([]byte, len(wf)/32*kernels.BlockQ4_0)
+		kernels.QuantizeQ4_0(w4, wf)
+		q4k, q6k := kBlocks(rng, gguf.TypeQ4_K, sh.rows, sh.cols), kBlocks(rng, gguf.TypeQ6_K, sh.rows, sh.cols)
+		out := make([]float32, sh.rows)
+		kinds := []struct {
+			name string
+			w    []byte
+			run  func()
+		}{
+			{"q8_0", w8, func() { kernels.MatVecQ8_0(out, w8, sh.cols, 0, sh.rows, xq) }},
+			{"q4_0", w4, func() { kernels.MatVecQ4_0(out, w4, sh.cols, 0, sh.rows, xq) }},
+			{"q4_k", q4k, func() { kernels.MatMulQ4_K(out, sh.rows, q4k, sh.cols, 0, sh.rows, xq, 1) }},
+			{"q6_k", q6k, func() { kernels.MatMulQ6_K(out, sh.rows, q6k, sh.cols, 0, sh.rows, xq, 1) }},
+		}
+		for _, k := range kinds {
+			b.Run(fmt.Sprintf("%s/%dx%d", k.name, sh.rows, sh.cols), func(b *testing.B) {
+				for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
+					if kernels.ForceFeatures(tier) != nil {
+						continue
+					}
+					b.Run(tier, func(b *testing.B) {
+						for b.Loop() {
+							k.run()
+						}
+						b.ReportMetric(float64(len(k.w))*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
+						b.ReportMetric(float64(sh.rows)*float64(b.N)/b.Elapsed().Seconds()/1e6, "Mrows/s")
+					})
+				}
+			})
+		}
+	}
+}
