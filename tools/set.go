@@ -190,8 +190,12 @@ func (s *Set) call(ctx context.Context, conv *Conversation, c llm.ToolCall) Resu
 	case err == nil:
 		r.Outcome, r.Content = OutcomeOK, s.clip(text)
 		return r
-	case errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil:
+	case cctx.Err() != nil:
 		return r.fail(OutcomeTimeout, fmt.Errorf("%s did not answer within %s", c.Name, s.limits.CallTimeout))
+	case errors.Is(err, context.DeadlineExceeded):
+		// The tool's own, shorter limit fired (a device's MCP timeout, an
+		// MCP server's call timeout): its error names that limit.
+		return r.fail(OutcomeTimeout, fmt.Errorf("%s timed out: %w", c.Name, err))
 	default:
 		return r.fail(OutcomeError, fmt.Errorf("%s failed: %w", c.Name, err))
 	}

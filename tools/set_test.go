@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,23 @@ func TestSetRun(t *testing.T) {
 	}
 	if len(res[7].Content) > 100 || !strings.HasSuffix(res[7].Content, "[truncated]") {
 		t.Errorf("big result not clipped: %d bytes", len(res[7].Content))
+	}
+	if !strings.Contains(res[4].Content, "within 50ms") {
+		t.Errorf("timeout result %q should name the set's 50ms limit", res[4].Content)
+	}
+}
+
+// TestSetTimeoutNamesLimit: a tool whose own limit fires before the set's
+// (a device's MCP timeout) times out with its own words, not the set's
+// limit.
+func TestSetTimeoutNamesLimit(t *testing.T) {
+	device := fnTool{llm.Tool{Name: "self.audio_speaker.set_volume"}, func(context.Context, Call) (string, error) {
+		return "", fmt.Errorf("mcp tools/call: device did not answer in time: %w (5s)", context.DeadlineExceeded)
+	}}
+	s := NewSet(Limits{CallTimeout: time.Minute}, Static{device})
+	r := s.Run(context.Background(), nil, []llm.ToolCall{{ID: "1", Name: "self_audio_speaker_set_volume"}})[0]
+	if r.Outcome != OutcomeTimeout || !strings.Contains(r.Content, "(5s)") || strings.Contains(r.Content, "1m0s") {
+		t.Errorf("outcome %s, result %q: want a timeout naming the device's 5s, not the set's minute", r.Outcome, r.Content)
 	}
 }
 
