@@ -49,6 +49,9 @@ type Backends struct {
 	// Conversations finds a conversation again by Config.ConversationKey;
 	// nil: every session has its own.
 	Conversations *tools.Conversations
+	// Answers is the answer cache the sessions share (cache.go); nil:
+	// every question goes to the LLM.
+	Answers *AnswerCache
 }
 
 // ToolsConfig bounds the tool calls of a turn (llmstage.go).

@@ -36,6 +36,10 @@ type Event struct {
 
 	// trace: the turn's tool calls, in the order they started
 	Tools []ToolTrace `json:"tools,omitempty"`
+	// trace: the answer cache's outcome (hit, miss, off) and, when off for
+	// a question, why it bypassed the cache (Trace.Cache)
+	Cache       string `json:"cache,omitempty"`
+	CacheBypass string `json:"cache_bypass,omitempty"`
 
 	// tool_call, tool_result: the call
 	Tool *ToolEvent `json:"tool,omitempty"`

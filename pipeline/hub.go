@@ -416,6 +416,7 @@ func (h *hub) trySettle(t *turn) {
 				text = heardText(t.answer, t.words, t.sentSamples)
 			}
 			h.writeAssistant(t, text)
+			h.storeAnswer(t)
 			t.cancel() // everything finished; release the context
 		}
 		if t.phase == phaseTail && t.tailOver && t.assistantWritten {
@@ -496,6 +497,7 @@ func (h *hub) maybeStart() {
 
 	t.req, t.tools = h.request(msgs)
 	t.conv = h.s.conv
+	h.attachCache(t, p.text, msgs)
 	h.cur, h.latest = t, t
 	h.s.turn.Store(int64(t.id)) // log lines from here on carry this turn
 	h.jobQ.push(t)

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/pipeline/answercache"
 	"github.com/voxpipe/voxpipe/tools"
 	"github.com/voxpipe/voxpipe/tts/chunk"
 )
@@ -77,6 +78,10 @@ func (l *llmStage) answer(ctx context.Context, t *turn, toTTS chan<- ttsJob, toH
 		}
 		return a.text.String(), nil, nil
 	}
+	if t.cache != nil && t.cache.hit != nil {
+		a.replayAnswer(t.cache.hit)
+		return a.text.String(), nil, nil
+	}
 	t.trace.mark(MarkLLMRequest)
 	req := t.req
 	for round := 0; ; round++ {
@@ -120,10 +125,19 @@ type answering struct {
 // speak hands a chunk to the TTS stage; last ends the turn's audio after
 // it. It returns false when the turn was cut.
 func (a *answering) speak(piece string, last bool) bool {
-	ends, next := alignChunk(a.text.String(), a.cursor, piece)
-	a.cursor = next
+	return a.speakJob(ttsJob{t: a.t, text: piece, last: last})
+}
+
+// speakCached hands a cached piece, with its audio, to the TTS stage.
+func (a *answering) speakCached(p *answercache.Piece) bool {
+	return a.speakJob(ttsJob{t: a.t, text: p.Text, replay: p})
+}
+
+func (a *answering) speakJob(job ttsJob) bool {
+	piece := job.text
+	job.ends, a.cursor = alignChunk(a.text.String(), a.cursor, piece)
 	select {
-	case a.toTTS <- ttsJob{t: a.t, text: piece, ends: ends, last: last}:
+	case a.toTTS <- job:
 		a.spoke = true // the TTS stage releases the hold from now on
 	case <-a.t.ctx.Done():
 		return false

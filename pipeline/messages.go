@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/pipeline/answercache"
 )
 
 // Typed messages between the stages (see doc.go for the graph).
@@ -87,6 +88,9 @@ type ttsJob struct {
 	text string
 	ends []int // ends[k]: answer offset after text[:k] (alignChunk)
 	last bool  // the turn's text is complete after this job
+	// replay, when set, is text's audio from the answer cache: the TTS
+	// stage forwards it instead of synthesising (cache.go).
+	replay *answercache.Piece
 }
 
 // ttsCallKind marks the structure of the TTS stage's output.

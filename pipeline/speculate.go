@@ -98,6 +98,7 @@ func (h *hub) startSpeculation(utt *traceRec, text string) {
 	t.req, t.tools = h.request(capHistory(msgs, h.cfg.MaxHistoryMessages))
 	t.conv = h.s.conv
 	t.req.Speculative, t.req.Committed = true, committed
+	h.attachCache(t, text, msgs)
 	h.spec = &speculation{t: t, text: text, utt: utt, started: time.Now()}
 	h.jobQ.push(t)
 	h.log.Debug().Str("partial", text).Msg("speculative answer started")

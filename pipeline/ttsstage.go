@@ -60,7 +60,7 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 			}
 		}
 		speakable := strings.TrimSpace(job.text) != ""
-		if speakable && s.chunks > 0 && t.ctx.Err() == nil {
+		if speakable && s.chunks > 0 && t.ctx.Err() == nil && job.replay == nil {
 			// A later chunk: an answer still waiting for its first audio
 			// goes first while this one has audio queued (TTSGate).
 			if d := s.gate.wait(t.ctx, func() time.Duration { return s.ahead(t) }); d > 0 { //nolint:contextcheck // t.ctx is the turn's, a child of ctx made by the hub
@@ -75,6 +75,9 @@ func (s *ttsStage) run(ctx context.Context, jobs <-chan ttsJob, calls chan<- tts
 				return err
 			}
 			_, err := safeCall(t.ctx, "tts synthesize", s.log, func(ctx context.Context) (struct{}, error) { //nolint:contextcheck // t.ctx is the turn's, a child of ctx made by the hub
+				if job.replay != nil {
+					return struct{}{}, replay(ctx, job.replay, pcm) // cached audio: no synthesis
+				}
 				return struct{}{}, s.synth.Synthesize(ctx, job.text, pcm)
 			})
 			if ctx.Err() != nil {
@@ -178,6 +181,9 @@ func (f *ttsForwarder) call(ctx context.Context, c ttsCall, toPacer chan<- paced
 	switch c.kind {
 	case callBegin:
 		f.job, f.callStartIn = c.job, f.inPos
+		if rc := t.recording(); rc != nil {
+			rc.begin(c.job.text)
+		}
 	case callEnd:
 		// The whole chunk has been heard once the call's audio has played,
 		// whether or not the engine reported word timings.
@@ -213,6 +219,9 @@ func (f *ttsForwarder) chunk(ctx context.Context, ch tts.Chunk, toPacer chan<- p
 			te := min(max(w.TextEnd, 0), len(ends)-1)
 			marks = append(marks, heardMark{textEnd: ends[te], outEnd: f.toOut(f.callStartIn + w.EndSample)})
 		}
+	}
+	if rc := t.recording(); rc != nil {
+		rc.add(ch)
 	}
 	f.inPos += len(ch.PCM)
 	out := ch.PCM // ownership passed to us, and now to the pacer

@@ -60,6 +60,9 @@ type turn struct {
 	// say, when set, is the turn's whole answer, spoken without the LLM
 	// (a tool's notice: a timer going off).
 	say string
+	// cache is the turn's use of the answer cache (cache.go); nil when it
+	// has none (off, or the question bypassed it).
+	cache *turnCache
 	// committed is set for a speculative answer (speculate.go) and closed
 	// when it becomes the turn; nil for every other turn.
 	committed chan struct{}

@@ -39,6 +39,10 @@ type Trace struct {
 	KnowledgeTokens   int
 	// ToolCalls are the turn's tool calls in the order they started.
 	ToolCalls []ToolCallRecord
+	// Cache is the answer cache's outcome (CacheHit, CacheMiss, CacheOff;
+	// "" for a turn that asked no question: a notice), and CacheBypass
+	// why a question was not looked up (answercache.Reasons).
+	Cache, CacheBypass string
 }
 
 // ToolCallRecord is one tool call of a turn.
@@ -84,6 +88,7 @@ func (t Trace) Event() *Event {
 		EndOfTurn:         t.EndOfTurn,
 		KnowledgePassages: t.KnowledgePassages, KnowledgeTokens: t.KnowledgeTokens,
 		Tools: t.ToolTraces(),
+		Cache: t.Cache, CacheBypass: t.CacheBypass,
 	}
 	if v2v, ok := t.VoiceToVoice(); ok {
 		ev.VoiceToVoiceMs = &v2v
@@ -189,6 +194,8 @@ type traceRec struct {
 	eot         EndOfTurn
 	knowledge   llm.Augmentation
 	tools       []ToolCallRecord
+	cache       string // Trace.Cache
+	cacheBypass string
 }
 
 func newTraceRec(utt int) *traceRec {
@@ -273,5 +280,12 @@ func (r *traceRec) snapshot() Trace {
 		EndOfTurn:         r.eot,
 		KnowledgePassages: r.knowledge.Passages, KnowledgeTokens: r.knowledge.Tokens,
 		ToolCalls: slices.Clone(r.tools),
+		Cache:     r.cache, CacheBypass: r.cacheBypass,
 	}
+}
+
+func (r *traceRec) setCache(outcome, bypass string) {
+	r.mu.Lock()
+	r.cache, r.cacheBypass = outcome, bypass
+	r.mu.Unlock()
 }

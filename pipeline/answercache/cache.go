@@ -283,6 +283,10 @@ func (c *Cache) removeLocked(e *Entry) {
 	c.audioBytes -= e.audioBytes
 }
 
+// MaxEntryAudioBytes is the most audio one answer keeps (a quarter of
+// Config.MaxAudioBytes); 0: no bound.
+func (c *Cache) MaxEntryAudioBytes() int64 { return c.cfg.MaxAudioBytes / 4 }
+
 // Flush removes every entry.
 func (c *Cache) Flush() {
 	c.mu.Lock()
