@@ -16,7 +16,7 @@ import (
 // computes reports whether the engine's kernels read typ directly.
 func computes(typ gguf.Type) bool {
 	switch typ {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0:
+	case gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K:
 		return true
 	}
 	return false

@@ -66,12 +66,12 @@ type weight struct {
 	packed bool
 }
 
-// quantized reports whether the model's layer matrices are Q8_0 or Q4_0;
+// quantized reports whether the model's layer matrices are quantized;
 // such models get an fp16 KV cache unless Config.KVF32 says otherwise.
 func (m *model) quantized() bool {
 	for i := range m.layers {
 		switch m.layers[i].wq.typ {
-		case gguf.TypeQ8_0, gguf.TypeQ4_0:
+		case gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K:
 			return true
 		}
 	}
@@ -98,7 +98,7 @@ func (w *weight) storedBytes(pack bool) int {
 func (w *weight) rowBytes() int { return w.cols / w.typ.BlockSize() * w.typ.BlockBytes() }
 
 // needsQ8 reports whether the matmul kernels want the input as Q8_0.
-func (w *weight) needsQ8() bool { return w.typ == gguf.TypeQ8_0 || w.typ == gguf.TypeQ4_0 }
+func (w *weight) needsQ8() bool { return w.typ != gguf.TypeF32 && w.typ != gguf.TypeF16 }
 
 type layerWeights struct {
 	attnNorm, ffnNorm *weight
