@@ -45,6 +45,10 @@ var shapes = map[string]Shape{
 	// Test shapes: seconds to write, milliseconds to run.
 	"tiny": {Name: "tiny", Arch: "llama", Vocab: 512, Embd: 64, Layers: 2, Heads: 4, KVHeads: 2, FF: 128,
 		Context: 256, RopeBase: 10000, RMSEps: 1e-5, Pre: "smollm", ModelName: "tiny llama (random weights)"},
+	// Rows of 256: llama-quantize's K-quant presets keep their Q4_K/Q5_K/Q6_K types instead of
+	// falling back to Q5_0/Q8_0 (the reference fixtures of K-quant files).
+	"tiny-k": {Name: "tiny-k", Arch: "llama", Vocab: 512, Embd: 256, Layers: 2, Heads: 4, KVHeads: 2, FF: 256,
+		Context: 256, RopeBase: 10000, RMSEps: 1e-5, Pre: "smollm", ModelName: "tiny K-quant llama (random weights)"},
 	"tiny-qwen2": {Name: "tiny-qwen2", Arch: "qwen2", Vocab: 512, Embd: 64, Layers: 2, Heads: 4, KVHeads: 2, FF: 128,
 		Context: 256, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2", QKVBias: true, ModelName: "tiny qwen2 (random weights)"},
 }
