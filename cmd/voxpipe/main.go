@@ -17,6 +17,7 @@ import (
 	"github.com/voxpipe/voxpipe/internal/bench"
 	"github.com/voxpipe/voxpipe/internal/llmcli"
 	"github.com/voxpipe/voxpipe/internal/procs"
+	"github.com/voxpipe/voxpipe/internal/tooleval"
 )
 
 // version is set at build time: -ldflags "-X main.version=...".
@@ -35,6 +36,8 @@ commands:
   knowledge index   build or check the knowledge base's cached index
   knowledge query   look questions up in the knowledge base
   eval answers      keyword hits of the model's answers to question sets
+  eval tools        the model's tool calls on spoken requests (right tool,
+                    right arguments) and on ordinary questions (none)
 ` + bench.Usage + `  version           print the version
   help              print this list
 
@@ -54,7 +57,7 @@ func main() {
 	stop()
 	switch {
 	case err == nil:
-	case errors.Is(err, errCommandLine), errors.Is(err, bench.ErrUsage):
+	case errors.Is(err, errCommandLine), errors.Is(err, bench.ErrUsage), errors.Is(err, tooleval.ErrUsage):
 		fmt.Fprintln(os.Stderr, "voxpipe:", err)
 		os.Exit(2)
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
+	"github.com/voxpipe/voxpipe/internal/tooleval"
 	"github.com/voxpipe/voxpipe/pipeline"
 )
 
@@ -108,6 +109,13 @@ func TestRunCommands(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"serve", "extra"}); !errors.Is(err, errCommandLine) {
 		t.Fatalf("serve with an argument: have %v", err)
+	}
+	if err := run(t.Context(), []string{"eval"}); !errors.Is(err, errCommandLine) {
+		t.Fatalf("eval without an evaluation: have %v", err)
+	}
+	// eval tools is internal/tooleval's: a missing --file is its usage error.
+	if err := run(t.Context(), []string{"eval", "tools"}); !errors.Is(err, tooleval.ErrUsage) || !strings.Contains(err.Error(), "--file") {
+		t.Fatalf("eval tools without --file: have %v", err)
 	}
 }
 
