@@ -20,7 +20,7 @@ BROWSER_TEST_DIR := web/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps browser-deps build run test test-nocgo bench bench-go fuzz soak clean train-deps train-data train-demo train-draft train-bench-pair train-eou
+.PHONY: help deps browser-deps livekit-server build run test test-nocgo bench bench-go fuzz soak clean train-deps train-data train-demo train-draft train-bench-pair train-eou
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -50,7 +50,23 @@ browser-deps: ## npm packages of the browser test (playwright-core; Chromium com
 		|| echo "warning: npm ci failed; the browser tests will skip"; \
 	fi
 
-test: deps browser-deps lint ## golangci-lint, go vet, then every test with the race detector
+# livekit-server for the LiveKit agent tests (web/lkagent), built from its Go
+# module at a pinned version: v1.13.5 is the newest whose go.mod replaces no
+# module with livekit's pion forks, which the module proxy does not serve.
+# Built once per version into build/ (keep LiveKitVersion in
+# web/lkagent/livekit_test.go equal); the tests skip when it is absent.
+LIVEKIT_VERSION := v1.13.5
+LIVEKIT_DIR := build/livekit-server-$(LIVEKIT_VERSION)
+
+livekit-server: ## build livekit-server (pinned) into build/ for the LiveKit agent tests
+	@if [ -x $(LIVEKIT_DIR)/livekit-server ]; then echo "livekit-server $(LIVEKIT_VERSION): present"; \
+	else mkdir -p $(LIVEKIT_DIR) && \
+		GOBIN=$(CURDIR)/$(LIVEKIT_DIR) $(GO) install -trimpath github.com/livekit/livekit-server/cmd/server@$(LIVEKIT_VERSION) && \
+		mv $(LIVEKIT_DIR)/server $(LIVEKIT_DIR)/livekit-server \
+		|| echo "warning: livekit-server not built; the LiveKit agent tests will skip"; \
+	fi
+
+test: deps browser-deps livekit-server lint ## golangci-lint, go vet, then every test with the race detector
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 

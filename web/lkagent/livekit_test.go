@@ -1,0 +1,468 @@
+package lkagent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/livekit/protocol/auth"
+	lkp "github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+	"github.com/pion/rtp"
+	"github.com/pion/webrtc/v4"
+	"github.com/pion/webrtc/v4/pkg/media"
+	"github.com/rs/zerolog"
+
+	asrsphinx "github.com/voxpipe/voxpipe/asr/sphinx"
+	"github.com/voxpipe/voxpipe/internal/sessiontest"
+	"github.com/voxpipe/voxpipe/internal/testenv"
+	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/audio"
+	"github.com/voxpipe/voxpipe/tts"
+	ttsflite "github.com/voxpipe/voxpipe/tts/flite"
+)
+
+// LiveKitVersion is the livekit-server the tests run (make livekit-server
+// builds it into build/livekit-server-<version>/).
+const LiveKitVersion = "v1.13.5"
+
+const (
+	testKey    = "devkey"
+	testSecret = "voxpipe-test-secret-of-32-bytes-at-least"
+)
+
+// liveKit is a livekit-server process on loopback.
+type liveKit struct {
+	url  string // ws://127.0.0.1:port
+	logs *strings.Builder
+}
+
+// freePort returns a port free on loopback for network ("tcp" or "udp").
+func freePort(t *testing.T, network string) int {
+	t.Helper()
+	if network == "udp" {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.LocalAddr().(*net.UDPAddr).Port
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startLiveKit starts livekit-server in dev mode on loopback, or skips the
+// test when the binary is absent.
+func startLiveKit(t *testing.T) *liveKit {
+	t.Helper()
+	bin := os.Getenv("VOXPIPE_LIVEKIT_SERVER")
+	if bin == "" {
+		bin = filepath.Join(testenv.RepoRoot(t), "build", "livekit-server-"+LiveKitVersion, "livekit-server")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("livekit-server not found at %s (make livekit-server builds it): %v", bin, err)
+	}
+	port, udp, tcp := freePort(t, "tcp"), freePort(t, "udp"), freePort(t, "tcp")
+	conf := fmt.Sprintf(`port: %d
+bind_addresses: ["127.0.0.1"]
+rtc:
+  udp_port: %d
+  tcp_port: %d
+  use_external_ip: false
+  node_ip: 127.0.0.1
+  enable_loopback_candidate: true
+keys:
+  %s: %s
+logging:
+  level: info
+`, port, udp, tcp, testKey, testSecret)
+	cmd := exec.Command(bin, "--config-body", conf)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = cmd.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start livekit-server: %v", err)
+	}
+	lk := &liveKit{url: fmt.Sprintf("ws://127.0.0.1:%d", port), logs: &strings.Builder{}}
+	var logMu sync.Mutex
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			logMu.Lock()
+			lk.logs.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		<-logged
+		if t.Failed() {
+			logMu.Lock()
+			t.Logf("livekit-server log:\n%s", tail(lk.logs.String(), 6000))
+			logMu.Unlock()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			c.Close()
+			return lk
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("livekit-server did not listen on %d within 30 s", port)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+var (
+	enginesOnce sync.Once
+	engineASR   *asrsphinx.Recognizer
+	engineTTS   *ttsflite.Synthesizer
+	enginesErr  error
+)
+
+func engines(t *testing.T) (*asrsphinx.Recognizer, *ttsflite.Synthesizer) {
+	t.Helper()
+	enginesOnce.Do(func() {
+		if engineASR, enginesErr = asrsphinx.New(asrsphinx.DefaultConfig()); enginesErr == nil {
+			engineTTS, enginesErr = ttsflite.New(ttsflite.DefaultConfig())
+		}
+	})
+	if enginesErr != nil {
+		t.Skipf("engines unavailable (requires cgo, pocketsphinx-en-us and flite1-dev): %v", enginesErr)
+	}
+	return engineASR, engineTTS
+}
+
+// speech is text spoken by flite at 48 kHz after 0.3 s of silence.
+func speech(t *testing.T, synth tts.Synthesizer, text string) []int16 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch := make(chan tts.Chunk, 64)
+	errc := make(chan error, 1)
+	go func() { errc <- synth.Synthesize(ctx, text, ch); close(ch) }()
+	var pcm []int16
+	for c := range ch {
+		pcm = append(pcm, c.PCM...)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("synthesize %q: %v", text, err)
+	}
+	r, err := audio.NewResampler(synth.SampleRate(), rate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := append([]int16(nil), r.Process(nil, append(pcm, make([]int16, 64)...))...)
+	return append(make([]int16, rate*3/10), up...)
+}
+
+func testLogger(t *testing.T) zerolog.Logger {
+	if testing.Verbose() {
+		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	}
+	return zerolog.Nop()
+}
+
+// startWorker runs a worker on lk until the test ends and waits for its
+// registration.
+func startWorker(t *testing.T, lk *liveKit, edit func(*Config)) (*Worker, context.CancelFunc, <-chan error) {
+	t.Helper()
+	rec, synth := engines(t)
+	cfg := Config{URL: lk.url, APIKey: testKey, APISecret: testSecret, MaxJobs: 2, Version: "test", Pipeline: pipeline.DefaultConfig()}
+	cfg.Pipeline.SystemPrompt = "You are a test."
+	if edit != nil {
+		edit(&cfg)
+	}
+	w, err := New(cfg, pipeline.Backends{ASR: rec, LLM: sessiontest.LLM{Answer: "It is sunny today."}, TTS: synth}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Error("worker did not stop within 60 s")
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		w.mu.Lock()
+		id := w.id
+		w.mu.Unlock()
+		if id != "" {
+			return w, cancel, done
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("worker ended before registering: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("worker not registered within 20 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// caller is a participant: it publishes a microphone, plays the agent's
+// answer track (playback_start on a turn's first audible packet) and
+// collects the agent's events.
+type caller struct {
+	t      *testing.T
+	room   *lksdk.Room
+	mic    *lksdk.LocalTrack
+	events chan pipeline.Event
+
+	mu         sync.Mutex // guards the fields below
+	turn       int        // the turn whose audio is announced
+	audible    map[int]int
+	firstHeard map[int]time.Time
+	played     map[int]bool
+}
+
+func joinCaller(t *testing.T, lk *liveKit, roomName, identity string) *caller {
+	t.Helper()
+	at := auth.NewAccessToken(testKey, testSecret)
+	at.SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: roomName}).SetIdentity(identity).SetValidFor(time.Hour)
+	token, err := at.ToJWT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &caller{t: t, events: make(chan pipeline.Event, 1024), audible: map[int]int{}, firstHeard: map[int]time.Time{}, played: map[int]bool{}}
+	cb := lksdk.NewRoomCallback()
+	cb.OnTrackSubscribed = c.play
+	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
+		u, ok := data.(*lksdk.UserDataPacket)
+		if !ok || u.Topic != EventsTopic {
+			return
+		}
+		var ev pipeline.Event
+		if err := json.Unmarshal(u.Payload, &ev); err != nil {
+			t.Errorf("agent event not JSON: %v: %q", err, u.Payload)
+			return
+		}
+		if ev.Type == pipeline.EventAnswer { // the turn whose audio follows
+			c.mu.Lock()
+			c.turn = ev.Turn
+			c.mu.Unlock()
+		}
+		select {
+		case c.events <- ev:
+		default:
+			t.Error("caller's event buffer full")
+		}
+	}
+	c.room, err = lksdk.ConnectToRoomWithToken(lk.url, token, cb, lksdk.WithAutoSubscribe(true))
+	if err != nil {
+		t.Fatalf("caller join: %v", err)
+	}
+	t.Cleanup(c.room.Disconnect)
+	c.mic, err = lksdk.NewLocalTrack(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: rate, Channels: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.room.LocalParticipant.PublishTrack(c.mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: lkp.TrackSource_MICROPHONE}); err != nil {
+		t.Fatalf("publish mic: %v", err)
+	}
+	return c
+}
+
+// play decodes the agent's answer track, counting audible packets per turn.
+func (c *caller) play(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+	if track.Kind() != webrtc.RTPCodecTypeAudio {
+		return
+	}
+	dec, err := audio.NewOpusDecoder(rate)
+	if err != nil {
+		c.t.Error(err)
+		return
+	}
+	pcm := make([]int16, rate*120/1000)
+	buf := make([]byte, rtpBuf)
+	var pkt rtp.Packet
+	for {
+		n, _, err := track.Read(buf)
+		if err != nil {
+			return
+		}
+		if pkt.Unmarshal(buf[:n]) != nil || len(pkt.Payload) == 0 {
+			continue
+		}
+		m, err := dec.Decode(pkt.Payload, pcm)
+		if err != nil || rms(pcm[:m]) < 300 {
+			continue
+		}
+		c.mu.Lock()
+		turn := c.turn
+		c.audible[turn]++
+		send := turn > 0 && !c.played[turn]
+		if send {
+			c.played[turn] = true
+			c.firstHeard[turn] = time.Now()
+		}
+		c.mu.Unlock()
+		if send {
+			msg, _ := json.Marshal(pipeline.ClientEvent{Type: pipeline.ClientPlaybackStart, Turn: turn})
+			_ = c.room.LocalParticipant.PublishDataPacket(&lksdk.UserDataPacket{Payload: msg, Topic: ControlTopic}, lksdk.WithDataPublishReliable(true))
+		}
+	}
+}
+
+func rms(pcm []int16) float64 {
+	if len(pcm) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, s := range pcm {
+		sum += float64(s) * float64(s)
+	}
+	return math.Sqrt(sum / float64(len(pcm)))
+}
+
+// say streams pcm as 20 ms Opus packets at real-time pace, then silence
+// for tailMs.
+func (c *caller) say(pcm []int16, tailMs int) {
+	c.t.Helper()
+	enc, err := audio.NewOpusEncoder(rate, 32000)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	frame := rate / 1000 * 20
+	pcm = append(append([]int16(nil), pcm...), make([]int16, rate/1000*tailMs)...)
+	packet := make([]byte, audio.MaxOpusPacket)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for off := 0; off+frame <= len(pcm); off += frame {
+		n, err := enc.Encode(pcm[off:off+frame], packet)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		if err := c.mic.WriteSample(media.Sample{Data: append([]byte(nil), packet[:n]...), Duration: 20 * time.Millisecond}, nil); err != nil {
+			c.t.Fatalf("mic write: %v", err)
+		}
+		<-tick.C
+	}
+}
+
+// waitEvent returns the first event that match accepts, failing after d.
+func (c *caller) waitEvent(d time.Duration, what string, match func(pipeline.Event) bool) pipeline.Event {
+	c.t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-c.events:
+			if ev.Type == pipeline.EventError {
+				c.t.Logf("agent error event: %s: %s", ev.Code, ev.Message)
+			}
+			if match(ev) {
+				return ev
+			}
+		case <-timer.C:
+			c.t.Fatalf("no %s within %s", what, d)
+			return pipeline.Event{}
+		}
+	}
+}
+
+// TestAgentAnswersInARoom: a participant joins a room of a real
+// livekit-server, the worker is dispatched to it, hears the spoken
+// question on the participant's microphone track (pocketsphinx), and
+// answers on its own audio track (flite), with the transcript, the answer
+// and the latency trace as data packets.
+func TestAgentAnswersInARoom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: starts livekit-server and speaks a real turn")
+	}
+	lk := startLiveKit(t)
+	_, synth := engines(t)
+	question := speech(t, synth, "what is the weather like today")
+	w, _, _ := startWorker(t, lk, nil)
+
+	c := joinCaller(t, lk, "room-answer", "caller")
+	c.waitEvent(30*time.Second, "ready event from the dispatched agent", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady })
+	if n := w.Jobs(); n != 1 {
+		t.Errorf("worker holds %d jobs, want 1", n)
+	}
+	c.say(question, 1500)
+	final := c.waitEvent(30*time.Second, "final transcript", func(ev pipeline.Event) bool {
+		return ev.Type == pipeline.EventTranscript && ev.Final
+	})
+	if !strings.Contains(final.Text, "weather") {
+		t.Errorf("final transcript %q, want the word weather", final.Text)
+	}
+	var answer strings.Builder
+	c.waitEvent(30*time.Second, "final answer", func(ev pipeline.Event) bool {
+		if ev.Type == pipeline.EventAnswer {
+			answer.WriteString(ev.Text)
+		}
+		return ev.Type == pipeline.EventAnswer && ev.Final
+	})
+	trace := c.waitEvent(30*time.Second, "trace", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventTrace })
+	c.mu.Lock()
+	audible := c.audible[trace.Turn]
+	c.mu.Unlock()
+	t.Logf("turn %d: heard %q, answered %q; %d audible answer packets; v2v %v ms, heard %v ms, marks %v",
+		trace.Turn, final.Text, answer.String(), audible, deref(trace.VoiceToVoiceMs), deref(trace.HeardMs), trace.Marks)
+	if audible < 10 {
+		t.Errorf("heard %d audible packets of the answer, want a spoken sentence (10+)", audible)
+	}
+	if !strings.Contains(answer.String(), "sunny") {
+		t.Errorf("answer %q, want the scripted one", answer.String())
+	}
+	if trace.VoiceToVoiceMs == nil {
+		t.Error("trace without voice_to_voice_ms")
+	}
+	if _, ok := trace.Marks[pipeline.MarkPlaybackStart]; !ok {
+		t.Errorf("trace has no %s: the caller's report on the control topic was not taken (marks %v)", pipeline.MarkPlaybackStart, trace.Marks)
+	}
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
+}
