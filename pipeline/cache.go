@@ -2,12 +2,18 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/pipeline/answercache"
+	"github.com/voxpipe/voxpipe/tools"
 	"github.com/voxpipe/voxpipe/tts"
+	"github.com/voxpipe/voxpipe/tts/chunk"
 )
 
 // The answer cache (Backends.Answers). A turn whose words are safe to
@@ -89,12 +95,7 @@ func (h *hub) cacheScope(t *turn) answercache.Scope {
 	ac := h.s.be.Answers
 	s := ac.Scope
 	s.SystemPrompt = h.cfg.SystemPrompt
-	names := make([]string, len(t.req.Tools))
-	for i, tool := range t.req.Tools {
-		names[i] = tool.Name
-	}
-	slices.Sort(names)
-	s.Tools = strings.Join(names, ",")
+	s.Tools = toolNames(t.req.Tools)
 	if ac.Knowledge != nil {
 		s.Knowledge = ac.Knowledge()
 	}
@@ -185,4 +186,121 @@ func (a *answering) replayAnswer(e *answercache.Entry) {
 		}
 	}
 	a.speak("", true)
+}
+
+// Preload answers questions as a session's first turn would (cfg's system
+// prompt, sampling and chunking; the tools be offers), synthesises the
+// answers with be.TTS and stores them, text and audio. Questions the cache
+// would bypass, answers that call a tool and failures are skipped (a
+// failure is logged in the returned error, joined); it returns how many
+// answers it stored.
+func (ac *AnswerCache) Preload(ctx context.Context, be Backends, cfg Config, questions []string) (int, error) {
+	var set *tools.Set
+	if len(be.Tools) > 0 {
+		set = tools.NewSet(cfg.Tools.Limits, be.Tools...)
+	}
+	specs := set.Specs()
+	stored := 0
+	var errs []error
+	for _, q := range questions {
+		if ctx.Err() != nil {
+			return stored, ctx.Err()
+		}
+		m := answercache.Parse(q)
+		if answercache.Classify(m, 0) != "" {
+			continue
+		}
+		var msgs []llm.Message
+		if cfg.SystemPrompt != "" {
+			msgs = append(msgs, llm.Message{Role: llm.RoleSystem, Content: cfg.SystemPrompt})
+		}
+		msgs = append(msgs, llm.Message{Role: llm.RoleUser, Content: q})
+		req := llm.Request{Messages: msgs, MaxTokens: cfg.MaxTokens, Temperature: cfg.Temperature, Tools: specs}
+		text, ok, err := preloadAnswer(ctx, be.LLM, req)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", q, err))
+			continue
+		}
+		if !ok {
+			continue // it called a tool
+		}
+		ch := chunk.New(cfg.Chunk)
+		pieces := make([]answercache.Piece, 0, 4)
+		for _, p := range append(ch.Push(text), ch.Flush()) {
+			if strings.TrimSpace(p) == "" {
+				continue
+			}
+			audio, err := preloadSpeech(ctx, be.TTS, p)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%q: tts: %w", q, err))
+				pieces = nil
+				break
+			}
+			pieces = append(pieces, answercache.Piece{Text: p, Audio: audio})
+		}
+		if pieces == nil {
+			continue
+		}
+		scope := ac.Scope
+		scope.SystemPrompt = cfg.SystemPrompt
+		scope.Tools = toolNames(specs)
+		if ac.Knowledge != nil {
+			scope.Knowledge = ac.Knowledge()
+		}
+		if ac.Cache.Store(scope, m, q, strings.TrimSpace(text), pieces) {
+			stored++
+		}
+	}
+	return stored, errors.Join(errs...)
+}
+
+// preloadAnswer streams req's answer; ok is false when it called a tool.
+func preloadAnswer(ctx context.Context, model llm.Model, req llm.Request) (text string, ok bool, err error) {
+	tokens, err := model.Stream(ctx, req)
+	if err != nil {
+		return "", false, err
+	}
+	var b strings.Builder
+	for tok := range tokens {
+		if tok.Err != nil {
+			return "", false, tok.Err
+		}
+		if len(tok.ToolCalls) > 0 {
+			for range tokens { // drain: the stream closes after its Done token
+			}
+			return "", false, nil
+		}
+		b.WriteString(tok.Text)
+		if tok.Done {
+			return b.String(), true, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return "", false, ctx.Err()
+	}
+	return "", false, errLLMClosed
+}
+
+// preloadSpeech synthesises text and returns its chunks.
+func preloadSpeech(ctx context.Context, synth tts.Synthesizer, text string) ([]tts.Chunk, error) {
+	out := make(chan tts.Chunk)
+	var audio []tts.Chunk
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(out)
+		return synth.Synthesize(gctx, text, out)
+	})
+	for c := range out {
+		audio = append(audio, c)
+	}
+	return audio, g.Wait()
+}
+
+func toolNames(specs []llm.Tool) string {
+	names := make([]string, len(specs))
+	for i, tool := range specs {
+		names[i] = tool.Name
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
 }

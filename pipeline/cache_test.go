@@ -110,3 +110,37 @@ func TestCacheBypass(t *testing.T) {
 		h.close()
 	})
 }
+
+// TestCachePreload: preloaded questions are answered from the cache from
+// the first turn; a question the cache bypasses is not preloaded.
+func TestCachePreload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		be, c := cacheBackends()
+		cfg := testConfig()
+		_, m, s := newBackends(nil, answer("I can answer questions."), answer("Twelve."))
+		be.LLM, be.TTS = m, s
+		n, err := be.Answers.Preload(t.Context(), be, cfg, []string{"what can you do", "what time is it"})
+		if err != nil || n != 1 {
+			t.Fatalf("Preload = %d, %v; want 1 stored (the time question is bypassed)", n, err)
+		}
+		if reqs := m.requests(); len(reqs) != 1 || reqs[0].Messages[0].Content != cfg.SystemPrompt {
+			t.Fatalf("preload requests %+v, want one with the system prompt", reqs)
+		}
+		if st := c.Stats(); st.AudioBytes == 0 {
+			t.Fatalf("preloaded entry has no audio: %+v", st)
+		}
+		h := newToolHarness(t, cfg, be, []string{"what are you able to do"}, answer("The LLM ran."))
+		h.utterance()
+		outs := h.until("trace event", isEvent(EventTrace))
+		if tr := events(outs, EventTrace)[0]; tr.Cache != CacheHit {
+			t.Errorf("first turn's trace cache = %q, want hit", tr.Cache)
+		}
+		if got := answerText(outs); got != "I can answer questions." {
+			t.Errorf("answer %q, want the preloaded one", got)
+		}
+		if audioFrames(outs) == 0 {
+			t.Error("no audio on the preloaded hit")
+		}
+		h.close()
+	})
+}

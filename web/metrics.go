@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/voxpipe/voxpipe/pipeline"
+	"github.com/voxpipe/voxpipe/pipeline/answercache"
 )
 
 // Metrics holds the server's Prometheus collectors in a registry of its own
@@ -30,6 +31,8 @@ type Metrics struct {
 	pauseFinals    *prometheus.CounterVec
 	asrReplayed    prometheus.Counter
 	speculations   *prometheus.CounterVec
+	answerCache    *prometheus.CounterVec   // voxpipe_answer_cache_total{outcome,reason}
+	cacheHeard     *prometheus.HistogramVec // voxpipe_answer_cache_heard_seconds{outcome}
 	framesRejected *prometheus.CounterVec
 	sessionsRej    *prometheus.CounterVec
 
@@ -150,6 +153,21 @@ func NewMetrics() *Metrics {
 		m.speculations.WithLabelValues(r)
 	}
 	m.registry.MustRegister(m.speculations)
+	m.answerCache = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "voxpipe_answer_cache_total",
+		Help: "Questions by what the answer cache did: hit (answered from it), miss (answered by the LLM, then stored), bypass (not looked up; reason: context, time, personal, action, vague).",
+	}, []string{"outcome", "reason"})
+	m.answerCache.WithLabelValues(pipeline.CacheHit, "")
+	m.answerCache.WithLabelValues(pipeline.CacheMiss, "")
+	for _, r := range answercache.Reasons {
+		m.answerCache.WithLabelValues("bypass", r)
+	}
+	m.cacheHeard = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "voxpipe_answer_cache_heard_seconds",
+		Help:    "first_audible_out - speech_end of the turns the answer cache looked up, by hit or miss.",
+		Buckets: latencyBuckets,
+	}, []string{"outcome"})
+	m.registry.MustRegister(m.answerCache, m.cacheHeard)
 	m.registerCapacity()
 	m.registry.MustRegister(m.voiceToVoice, m.heard, m.promptTokens, m.earlyTokens, m.turns, m.activeSessions, m.framesDropped, m.framesRejected, m.sessionsRej,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -184,6 +202,15 @@ func (m *Metrics) TurnTraced(tr pipeline.Trace) {
 	}
 	if ms, ok := tr.Heard(); ok && ms >= 0 {
 		m.heard.Observe(ms / 1000)
+		if tr.Cache == pipeline.CacheHit || tr.Cache == pipeline.CacheMiss {
+			m.cacheHeard.WithLabelValues(tr.Cache).Observe(ms / 1000)
+		}
+	}
+	switch {
+	case tr.Cache == pipeline.CacheHit || tr.Cache == pipeline.CacheMiss:
+		m.answerCache.WithLabelValues(tr.Cache, "").Inc()
+	case tr.CacheBypass != "":
+		m.answerCache.WithLabelValues("bypass", tr.CacheBypass).Inc()
 	}
 	if tr.PromptTokens > 0 {
 		m.promptTokens.WithLabelValues("hit").Add(float64(tr.CachedTokens))

@@ -121,6 +121,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		}
 	}()
 	be.LLM, closers = withKnowledge(cfg, be.LLM, closers, log) //nolint:contextcheck // the index build is stopped by its closer
+	be.Answers = openAnswerCache(ctx, cfg, closers, log)
 	pc := pipelineConfig(cfg)
 	// Checked once here, so that "on" with a backend that cannot prefill
 	// stops the server now rather than failing every session.
@@ -163,6 +164,10 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 		return err
 	}
 	watchMalloc(ws.Metrics().Registry())
+	if err := startAnswerCache(ctx, cfg, be.Answers, be, pc, ws.Metrics().Registry(), log); err != nil {
+		_ = ws.Shutdown(context.WithoutCancel(ctx))
+		return err
+	}
 	for name, e := range map[string]any{"asr": be.ASR, "tts": be.TTS} {
 		if r, ok := e.(interface{ Replaced() int }); ok {
 			ws.Metrics().WatchReplacements(name, r.Replaced)

@@ -26,6 +26,8 @@ type Config struct {
 
 	Knowledge Knowledge `yaml:"knowledge"`
 	Tools     Tools     `yaml:"tools"`
+	// Cache: the answer cache in front of the LLM (docs/cache.md).
+	Cache Cache `yaml:"cache"`
 
 	// origins maps a dotted key to where its value came from
 	// ("configs/x.yaml: line 12", "flag --addr"); keys absent are defaults.
@@ -354,6 +356,27 @@ type Knowledge struct {
 	CacheDir         string   `yaml:"cache_dir"`          // "": ~/.cache/voxpipe/knowledge
 }
 
+// Cache is the answer cache (docs/cache.md): questions that mean the same
+// as one answered before are answered again from it, text and audio.
+type Cache struct {
+	Enabled bool `yaml:"enabled"`
+	// TTL is how long an answer is served; each entry's is shortened by up
+	// to Jitter (a fraction) at random. 0 = no expiry.
+	TTL    time.Duration `yaml:"ttl"`
+	Jitter float64       `yaml:"jitter"`
+	// MaxEntries and MaxAudioBytes bound the cache (least recently used
+	// go first); an answer with audio over a quarter of MaxAudioBytes is
+	// kept without it.
+	MaxEntries    int   `yaml:"max_entries"`
+	MaxAudioBytes int64 `yaml:"max_audio_bytes"`
+	// Threshold is the similarity of the hedge words a paraphrase needs
+	// (content words always match exactly).
+	Threshold float64 `yaml:"threshold"`
+	// Preload is a file of questions, one a line, answered at start
+	// through the configured LLM and TTS; "" = none.
+	Preload string `yaml:"preload"`
+}
+
 // Tools are the functions the model may call in a voice turn (docs/tools.md).
 type Tools struct {
 	Enabled bool `yaml:"enabled"`
@@ -494,6 +517,14 @@ func Default() Config {
 			RoundsLimitSay: "Sorry, I could not finish that.",
 			NoticeHold:     10 * time.Minute,
 			MCPAllow:       map[string][]string{},
+		},
+		Cache: Cache{
+			Enabled:       false, // configs/default.yaml says why
+			TTL:           24 * time.Hour,
+			Jitter:        0.1,
+			MaxEntries:    10000,
+			MaxAudioBytes: 256 << 20,
+			Threshold:     0.75,
 		},
 		TTS: TTS{
 			Backend:      "flite",

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -241,6 +242,7 @@ func (c *Config) Validate() error {
 	v.floatRange("knowledge.min_score", k.MinScore, 0, 100)
 	v.intRange("knowledge.max_context_tokens", k.MaxContextTokens, 0, 1<<16)
 	v.tools()
+	v.cache()
 
 	return errors.Join(v.errs...)
 }
@@ -314,6 +316,22 @@ func (v *validator) tools() {
 	for server := range t.MCPAllow {
 		if t.MCPConfig == "" {
 			v.fail("tools.mcp_allow."+server, "is set but tools.mcp_config names no MCP servers file")
+		}
+	}
+}
+
+func (v *validator) cache() {
+	c := v.c.Cache
+	v.durRange("cache.ttl", c.TTL, 0, 365*24*time.Hour)
+	v.floatRange("cache.jitter", c.Jitter, 0, 1)
+	v.intRange("cache.max_entries", c.MaxEntries, 0, 10_000_000)
+	if c.MaxAudioBytes < 0 {
+		v.fail("cache.max_audio_bytes", "must be 0 (no bound) or more, not %d", c.MaxAudioBytes)
+	}
+	v.floatRange("cache.threshold", c.Threshold, 0, 1)
+	if c.Enabled && c.Preload != "" {
+		if _, err := os.Stat(c.Preload); err != nil {
+			v.fail("cache.preload", "%v", err)
 		}
 	}
 }
