@@ -13,14 +13,14 @@ import (
 // pre-declared so their series exist from the start. The /v1 ones are the
 // request parameter refused (llm/openaiapi.Limits.OnReject).
 var limitNames = []string{
-	access.RejectOrigin, access.RejectAuth, access.RejectRate,
+	access.RejectOrigin, access.RejectAuth, access.RejectRate, access.RejectHost,
 	"max_session", "max_turn", "start_timeout", "api_messages", "api_stop", "api_max_tokens", "api_body",
 }
 
 func newLimitCounter(reg *prometheus.Registry) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "voxpipe_limit_rejections_total",
-		Help: "Requests and sessions refused or ended by a limit: origin, auth, session_rate (per client IP), max_session, max_turn (an utterance ended at pipeline.max_turn), start_timeout (a WebSocket without a start), api_* (a /v1 request parameter).",
+		Help: "Requests and sessions refused or ended by a limit: origin, auth, session_rate (per client IP), host (a Host header not served here), max_session, max_turn (an utterance ended at pipeline.max_turn), start_timeout (a WebSocket without a start), api_* (a /v1 request parameter).",
 	}, []string{"limit"})
 	reg.MustRegister(c)
 	for _, l := range limitNames {

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -253,6 +254,27 @@ func TestDNSRebindingRefused(t *testing.T) {
 		c.Access.CheckHost = true
 	})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(ts.http.URL, "http://"))
+	// The host limit's series exists from the start, like the others.
+	hostRefusals := func() string {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, ts.http.URL+"/metrics", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		m := string(body)
+		i := strings.Index(m, `voxpipe_limit_rejections_total{limit="host"} `)
+		if i < 0 {
+			t.Fatal(`/metrics has no voxpipe_limit_rejections_total{limit="host"}`)
+		}
+		n, _, _ := strings.Cut(m[i+len(`voxpipe_limit_rejections_total{limit="host"} `):], "\n")
+		return n
+	}
+	if n := hostRefusals(); n != "0" {
+		t.Errorf("host refusals before any request: %s", n)
+	}
 	for _, c := range []struct {
 		host string
 		want int
@@ -271,6 +293,9 @@ func TestDNSRebindingRefused(t *testing.T) {
 				t.Errorf("%s with Host %s: %d", p, c.host, resp.StatusCode)
 			}
 		}
+	}
+	if n := hostRefusals(); n != "3" {
+		t.Errorf("host refusals counted: %s, want 3", n)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/web"
+	"github.com/voxpipe/voxpipe/web/access"
 )
 
 // Capacity and observability wiring (issue 12): admission from
@@ -69,7 +70,7 @@ func observe(c *config.Config, be pipeline.Backends, ws *web.Server, log zerolog
 		log.Info().Str("endpoint", ep).Msg("telemetry: exporting a span per turn over OTLP/HTTP")
 	}
 	if addr := c.Server.AdminAddr; addr != "" {
-		srv, err := startAdmin(addr, log)
+		srv, err := startAdmin(addr, c.Server.AllowedHosts, ws.LimitRejected, log)
 		if err != nil {
 			stop(context.Background())
 			return func(context.Context) {}, fmt.Errorf("server.admin_addr (%s): %w", c.Origin("server.admin_addr"), err)
@@ -80,8 +81,11 @@ func observe(c *config.Config, be pipeline.Backends, ws *web.Server, log zerolog
 }
 
 // startAdmin serves /debug/pprof on its own listener (never on the public
-// one: profiles reveal internals and cost CPU).
-func startAdmin(addr string, log zerolog.Logger) (*http.Server, error) {
+// one: profiles reveal internals and cost CPU). The config keeps addr on
+// loopback; the Host check keeps a page on a rebound name (DNS rebinding)
+// out too, as on the main listener: it answers to loopback names and
+// allowedHosts only. onReject counts a refusal (access.RejectHost).
+func startAdmin(addr string, allowedHosts []string, onReject func(limit string), log zerolog.Logger) (*http.Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -92,7 +96,9 @@ func startAdmin(addr string, log zerolog.Logger) (*http.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	guard := access.New(access.Config{CheckHost: true, AllowedHosts: allowedHosts, OnReject: onReject})
+	// Addr records where it listens (port 0 picks one); Serve uses ln.
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: guard.Protect(access.Open, mux, nil), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Warn().Err(err).Msg("admin listener")
