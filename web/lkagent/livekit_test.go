@@ -217,11 +217,15 @@ func startWorker(t *testing.T, lk *liveKit, edit func(*Config)) (*Worker, contex
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		done <- w.Run(ctx)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case <-done:
+		case <-ended:
 		case <-time.After(60 * time.Second):
 			t.Error("worker did not stop within 60 s")
 		}
@@ -465,4 +469,72 @@ func deref(p *float64) float64 {
 		return math.NaN()
 	}
 	return *p
+}
+
+// TestFullWorkerGetsNoJob: two workers of one slot each and two rooms:
+// the first worker to take a room reports itself full, so the second
+// room goes to the other worker, and a third room, with both full, gets
+// no agent at all.
+func TestFullWorkerGetsNoJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: starts livekit-server")
+	}
+	lk := startLiveKit(t)
+	one := func(c *Config) { c.MaxJobs = 1 }
+	w1, _, _ := startWorker(t, lk, one)
+	w2, _, _ := startWorker(t, lk, one)
+	ready := func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady }
+
+	a := joinCaller(t, lk, "room-a", "caller-a")
+	a.waitEvent(30*time.Second, "ready in room-a", ready)
+	b := joinCaller(t, lk, "room-b", "caller-b")
+	b.waitEvent(30*time.Second, "ready in room-b", ready)
+	if j1, j2 := w1.Jobs(), w2.Jobs(); j1 != 1 || j2 != 1 {
+		t.Fatalf("jobs per worker %d and %d, want 1 and 1 (a full worker took a second job, or one got none)", j1, j2)
+	}
+	c := joinCaller(t, lk, "room-c", "caller-c")
+	select {
+	case ev := <-c.events:
+		t.Fatalf("room-c got an agent event (%s) with every worker full", ev.Type)
+	case <-time.After(5 * time.Second):
+	}
+	if j1, j2 := w1.Jobs(), w2.Jobs(); j1 != 1 || j2 != 1 {
+		t.Errorf("after a third room: jobs per worker %d and %d, want 1 and 1", j1, j2)
+	}
+}
+
+// TestDrainFinishesTheTurn: the worker is stopped (as by SIGTERM, no
+// drain time) while a turn is in flight: the turn is answered to its end,
+// trace included, and only then does the agent leave and Run return.
+func TestDrainFinishesTheTurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: starts livekit-server and speaks a real turn")
+	}
+	lk := startLiveKit(t)
+	_, synth := engines(t)
+	question := speech(t, synth, "what is the weather like today")
+	w, stop, done := startWorker(t, lk, nil)
+	c := joinCaller(t, lk, "room-drain", "caller")
+	c.waitEvent(30*time.Second, "ready event", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady })
+	go c.say(question, 1500)
+	c.waitEvent(30*time.Second, "speech_end", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventSpeechEnd })
+	stop()
+	trace := c.waitEvent(30*time.Second, "the in-flight turn's trace after the stop", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventTrace })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return after the turn (jobs %d)", w.Jobs())
+	}
+	c.mu.Lock()
+	audible := c.audible[trace.Turn]
+	c.mu.Unlock()
+	if trace.Interrupted || audible < 10 {
+		t.Errorf("turn %d: interrupted %v, %d audible packets: the drain cut the turn", trace.Turn, trace.Interrupted, audible)
+	}
+	if n := w.Jobs(); n != 0 {
+		t.Errorf("%d jobs left after Run returned", n)
+	}
 }
