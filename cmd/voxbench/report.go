@@ -136,6 +136,12 @@ func writeTable(w io.Writer, r report) {
 			fmt.Sprintf("%.1f%%", 100*st.BenchCPU), st.Load[0], st.Load[1])
 	}
 	fmt.Fprintf(w, "* within the %d ms SLO; largest N within it: %d\n", r.SLOMs, r.MaxWithinSLO)
+	for _, st := range r.Results {
+		if c := st.Cache; c != nil {
+			fmt.Fprintf(w, "answer cache at N=%d: %d hits, %d misses, %d off (hit rate %.1f%%); heard p50/p95 hits %.0f/%.0f ms, misses %.0f/%.0f ms, off %.0f/%.0f ms\n",
+				st.Sessions, c.Hits, c.Misses, c.Off, c.HitRatePct, c.HitHeard.P50, c.HitHeard.P95, c.MissHeard.P50, c.MissHeard.P95, c.OffHeard.P50, c.OffHeard.P95)
+		}
+	}
 	stages := stageOrder(r.Results)
 	if len(stages) == 0 {
 		return

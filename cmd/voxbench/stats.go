@@ -33,6 +33,9 @@ type turnResult struct {
 	TTFTMs                                  map[string]float64
 	// Code is the error event's code when the turn failed ("" = none).
 	Code string
+	// Cache is the trace's answer cache outcome: hit, miss, off ("": none
+	// reported).
+	Cache string
 }
 
 // levelStats summarises one level (N sessions).
@@ -81,7 +84,53 @@ type levelStats struct {
 	// did not ask is compared with its best transcript at any level).
 	Regressed int `json:"regressed_transcripts"`
 
+	// Cache splits the turns by the answer cache's outcome; nil when no
+	// turn reported one (a server without the field).
+	Cache *cacheStats `json:"cache,omitempty"`
+
 	scoredTurns []scoredTurn // per turn, for Regressed
+}
+
+// cacheStats are a level's answer cache figures: the outcome counts, the
+// hit rate over the turns that reported one, and heard latency of hits and
+// of misses apart (same run, same load).
+type cacheStats struct {
+	Hits       int        `json:"hits"`
+	Misses     int        `json:"misses"`
+	Off        int        `json:"off"`
+	HitRatePct float64    `json:"hit_rate_pct"`
+	HitHeard   stageStats `json:"hit_heard"`
+	MissHeard  stageStats `json:"miss_heard"`
+	OffHeard   stageStats `json:"off_heard"`
+}
+
+// summariseCache fills st.Cache from turns.
+func summariseCache(turns []turnResult) *cacheStats {
+	var c cacheStats
+	heard := map[string][]float64{}
+	for _, t := range turns {
+		switch t.Cache {
+		case pipeline.CacheHit:
+			c.Hits++
+		case pipeline.CacheMiss:
+			c.Misses++
+		case pipeline.CacheOff:
+			c.Off++
+		default:
+			continue
+		}
+		if t.HeardMs != nil {
+			heard[t.Cache] = append(heard[t.Cache], *t.HeardMs)
+		}
+	}
+	n := c.Hits + c.Misses + c.Off
+	if n == 0 {
+		return nil
+	}
+	c.HitRatePct = round1(100 * float64(c.Hits) / float64(n))
+	stats := func(v []float64) stageStats { return stageStats{P50: pct(v, 50), P95: pct(v, 95)} }
+	c.HitHeard, c.MissHeard, c.OffHeard = stats(heard[pipeline.CacheHit]), stats(heard[pipeline.CacheMiss]), stats(heard[pipeline.CacheOff])
+	return &c
 }
 
 // scoredTurn is one turn's word errors against its reference.
@@ -170,6 +219,7 @@ func summarise(n int, turns []turnResult) levelStats {
 	if refWords > 0 {
 		st.WER = round1(100 * float64(errWords) / float64(refWords))
 	}
+	st.Cache = summariseCache(turns)
 	return st
 }
 
@@ -237,6 +287,7 @@ type turnLine struct {
 	CachedTokens int                `json:"cached_tokens,omitempty"`
 	EarlyTokens  int                `json:"early_tokens,omitempty"`
 	TTFTMs       map[string]float64 `json:"ttft_ms,omitempty"`
+	Cache        string             `json:"cache,omitempty"`
 }
 
 // writeTurns writes a level's turns to w as JSON lines, in session and
@@ -253,7 +304,8 @@ func writeTurns(w io.Writer, level int, turns []turnResult, progress io.Writer) 
 	for _, t := range ts {
 		l := turnLine{Sessions: level, Session: t.Session, Turn: t.Turn, Ref: t.Ref, Transcript: t.Transcript,
 			Answer: t.Answer, HeardMs: t.HeardMs, V2VMs: t.V2VMs, Marks: t.Marks, Interrupted: t.Interrupted, Code: t.Code,
-			PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, EarlyTokens: t.EarlyTokens, TTFTMs: t.TTFTMs}
+			PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, EarlyTokens: t.EarlyTokens, TTFTMs: t.TTFTMs,
+			Cache: t.Cache}
 		if err := enc.Encode(l); err != nil {
 			fmt.Fprintf(progress, "\r\033[K--turns-out: %v\n", err)
 			return
