@@ -96,7 +96,11 @@ func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io
 	be.LLM, closers = model, append(closers, cl)
 	if e, ok := model.(*engine.Engine); ok {
 		// What loaded, so a user's downloaded file says how it runs.
-		log.Info().Str("model", c.LLM.Engine.Model).Msg("llm engine loaded: " + e.Info().String())
+		info := e.Info()
+		log.Info().Str("model", c.LLM.Engine.Model).Msg("llm engine loaded: " + info.String())
+		if info.TemplateWarning != "" {
+			log.Warn().Str("model", c.LLM.Engine.Model).Msg("llm engine: " + info.TemplateWarning)
+		}
 	}
 	// A failing ASR or TTS instance is replaced by a fresh one (internal/renew).
 	rec, err := renew.NewASR(func() (asr.Recognizer, io.Closer, error) { return asrBackends[c.ASR.Backend](c) },

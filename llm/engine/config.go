@@ -12,7 +12,7 @@ type Config struct {
 	Threads     int // worker threads for matmuls; 0 = number of CPUs
 	ContextSize int // tokens per sequence; 0 = the model's context_length capped at 4096
 
-	ChatTemplate string // "" = detected from the model; chatml|llama3|llama2|raw
+	ChatTemplate string // "" = detected from the model (chat.Identify); one of chat.Names
 	// ToolFormat is how tools are listed in prompts (chat.ToolsTemplate,
 	// chat.ToolsCompact); "" = the model's voxpipe.tool_format metadata, else
 	// the template's own convention.

@@ -92,8 +92,10 @@ func typeCounts(m map[gguf.Type]int) string {
 
 // convert decodes w (a type with no kernel, or a vector that is not F32) into memory the engine
 // owns: vectors and BF16 matrices become F32 (exact), other quantized matrices Q8_0, which the
-// packed kernels compute. Q8_0's per-32 scale keeps the re-rounding far below the source type's
-// own error, and activations are Q8_0 for these types in llama.cpp too.
+// packed kernels compute (activations are Q8_0 for these types in llama.cpp too). Q5_0 and
+// IQ4_NL, the fallbacks of Q4_K_M and IQ4 files, are integers times one scale per 32 and move
+// to Q8_0 exactly; the others are re-rounded, Q8_0's per-32 scale keeping that far below the
+// source type's own error.
 func (w *weight) convert(vector bool) error {
 	to := gguf.TypeQ8_0
 	if vector || w.fileType == gguf.TypeBF16 || w.fileType == gguf.TypeF16 || w.fileType.BlockSize() == 1 {
@@ -102,6 +104,10 @@ func (w *weight) convert(vector bool) error {
 	srcRow := w.rowBytes()
 	dstRow := w.cols / to.BlockSize() * to.BlockBytes()
 	out := make([]byte, w.rows*dstRow)
+	if to == gguf.TypeQ8_0 && quant.TranscodeQ8_0(out, w.raw, w.fileType) {
+		w.typ, w.raw, w.owned = to, out, true // exact: the same scale and integers
+		return nil
+	}
 	row := make([]float32, w.cols)
 	for r := 0; r < w.rows; r++ {
 		if err := quant.Dequantize(row, w.raw[r*srcRow:(r+1)*srcRow], w.fileType); err != nil {
@@ -134,6 +140,9 @@ type ModelInfo struct {
 	Context   int    // tokens a sequence may hold
 	CtxTrain  int    // the file's context_length
 	Template  string
+	// TemplateWarning says the file's chat template was not recognised and
+	// Template is chat.Default; "" otherwise.
+	TemplateWarning string
 }
 
 // String is the one-line loading message.
@@ -142,7 +151,11 @@ func (mi ModelInfo) String() string {
 	if mi.Converted != "" {
 		s += "; converted at load: " + mi.Converted
 	}
-	return s + fmt.Sprintf("; context %d (trained %d); template %s", mi.Context, mi.CtxTrain, mi.Template)
+	s += fmt.Sprintf("; context %d (trained %d); template %s", mi.Context, mi.CtxTrain, mi.Template)
+	if mi.TemplateWarning != "" {
+		s += " (unrecognised chat template: the default)"
+	}
+	return s
 }
 
 // Info describes the loaded model.
@@ -171,5 +184,6 @@ func (e *Engine) Info() ModelInfo {
 		Arch: m.hp.arch, Layers: m.hp.layers, Dim: m.hp.dim, Vocab: m.hp.vocab,
 		FileTypes: typeCounts(files), Converted: strings.Join(keys, ", "),
 		Context: e.cfg.ContextSize, CtxTrain: m.hp.ctxTrain, Template: e.template,
+		TemplateWarning: e.tmplWarn,
 	}
 }

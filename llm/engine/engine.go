@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,7 @@ type Engine struct {
 	model    *model
 	tok      *tokenizer.Tokenizer
 	template string
+	tmplWarn string        // why the template is the fallback; "" when recognised or chosen
 	tools    string        // tool format (chat.ToolsTemplate, chat.ToolsCompact)
 	callSeq  atomic.Uint64 // numbers the tool calls the model makes (tools.go)
 	rt       *compute
@@ -186,10 +188,13 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 	if cfg.ContextSize <= 0 {
 		cfg.ContextSize = min(m.hp.ctxTrain, 4096)
 	}
-	template := cfg.ChatTemplate
+	template, templateWarning := cfg.ChatTemplate, ""
 	if template == "" {
 		t, _ := f.String("tokenizer.chat_template")
-		template = chat.Detect(t)
+		var known bool
+		if template, known = chat.Identify(t); !known {
+			templateWarning = fmt.Sprintf("the model's tokenizer.chat_template is not one the engine knows (%s); prompts are rendered as %s, set llm.engine.chat_template to choose", strings.Join(chat.Names, ", "), template)
+		}
 	}
 	toolFormat := cfg.ToolFormat
 	if toolFormat == "" {
@@ -206,6 +211,7 @@ func newEngine(cfg Config, f *gguf.File) (*Engine, error) {
 		model:    m,
 		tok:      tok,
 		template: template,
+		tmplWarn: templateWarning,
 		tools:    toolFormat,
 		rt:       newCompute(m, cfg.Threads, cfg.ContextSize, defaultBatch),
 		samp:     newSampler(m.hp.vocab),

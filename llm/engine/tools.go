@@ -44,7 +44,7 @@ func (e *Engine) toolPrompt(req *llm.Request) (toolPrompt, error) {
 		seen[t.Name] = true
 	}
 	tp := toolPrompt{opts: chat.Options{Tools: req.Tools, ToolFormat: e.tools}}
-	if req.ToolChoice == llm.ToolChoiceRequired && e.template == chat.ChatML {
+	if req.ToolChoice == llm.ToolChoiceRequired && chat.Family(e.template) == chat.ChatML {
 		tp.suffix = chat.CallOpen + "\n"
 	}
 	return tp, nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -26,19 +27,54 @@ func TestDetect(t *testing.T) {
 		"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}":                                 ChatML,
 		"{% set loop_messages = messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}":             Llama3,
 		"{% if messages[0]['role'] == 'system' %}{{ bos_token + '[INST] ' + '<<SYS>>\\n' + content.strip() + '\\n<</SYS>>\\n\\n' }}{% endif %}{{ content + ' [/INST]' }}": Llama2,
-		"{{ messages }} some other template": Raw,
-		"chatml":                             ChatML,
-		"llama3":                             Llama3,
+		"chatml": ChatML,
+		"llama3": Llama3,
+		"gemma":  Gemma,
+		// Excerpts of the families' templates (testdata/reference/README.md).
+		"{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}":                                              Qwen25,
+		"{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}":                                               SmolLM2,
+		"{{- \"## Metadata\\n\\n\" -}} {{- \"Reasoning Mode: \" + reasoning_mode }} You are a helpful AI assistant named SmolLM, trained by Hugging Face <|im_start|>": ChatML,
+		"{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023\\n\" }}":                                               Llama31,
+		"{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}":                                                                         Gemma,
+		"{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}":                                                                      Phi3,
 	}
 	for tmpl, want := range cases {
-		if got := Detect(tmpl); got != want {
-			t.Errorf("Detect(%.40q) = %s, want %s", tmpl, got, want)
+		got, known := Identify(tmpl)
+		if got != want || !known {
+			t.Errorf("Identify(%.50q) = %s %v, want %s true", tmpl, got, known, want)
+		}
+		if d := Detect(tmpl); d != got {
+			t.Errorf("Detect(%.50q) = %s, Identify %s", tmpl, d, got)
+		}
+	}
+	// An unrecognised template renders in Default, and says so.
+	for _, tmpl := range []string{"{{ messages }} some other template", "{% for m in messages %}<|system|>{{ m.content }}<|end|>{% endfor %}"} {
+		if got, known := Identify(tmpl); got != Default || known {
+			t.Errorf("Identify(%.50q) = %s %v, want %s false", tmpl, got, known, Default)
 		}
 	}
 }
 
+// TestDetectVocabTemplate: the chat template a real GGUF carries (llama.cpp's
+// Phi-3 vocabulary, in the tokenizer's test data) is recognised.
+func TestDetectVocabTemplate(t *testing.T) {
+	path := filepath.Join("..", "tokenizer", "testdata", "llamacpp", "ggml-vocab-phi-3.gguf")
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Skipf("the Phi-3 vocabulary is absent: %v", err)
+	}
+	defer f.Close()
+	tmpl, ok := f.String("tokenizer.chat_template")
+	if !ok {
+		t.Fatal("ggml-vocab-phi-3.gguf has no tokenizer.chat_template")
+	}
+	if got, known := Identify(tmpl); got != Phi3 || !known {
+		t.Errorf("Identify(phi-3's template) = %s %v, want phi3", got, known)
+	}
+}
+
 func TestGolden(t *testing.T) {
-	for _, name := range []string{ChatML, Llama3, Llama2, Raw} {
+	for _, name := range Names {
 		for _, gen := range []bool{false, true} {
 			got, err := Render(name, conversation, gen)
 			if err != nil {
@@ -76,7 +112,7 @@ func TestPrefixStable(t *testing.T) {
 		append(append([]llm.Message{}, conversation...), llm.Message{Role: llm.RoleAssistant, Content: "Why did the chicken cross the road?"}, llm.Message{Role: llm.RoleUser, Content: "Why?"}),
 		{{Role: llm.RoleUser, Content: "a"}, {Role: llm.RoleUser, Content: "b"}, {Role: llm.RoleAssistant, Content: "c"}},
 	}
-	for _, name := range []string{ChatML, Llama3, Llama2, Raw} {
+	for _, name := range Names {
 		for ci, conv := range convs {
 			full, err := Render(name, conv, true)
 			if err != nil {
@@ -128,6 +164,12 @@ func TestStopStrings(t *testing.T) {
 	}
 	if s := StopStrings(Llama2); s[0] != "</s>" {
 		t.Errorf("llama2 %v", s)
+	}
+	if s := StopStrings(Gemma); s[0] != "<end_of_turn>" {
+		t.Errorf("gemma %v", s)
+	}
+	if s := StopStrings(Qwen25); s[0] != "<|im_end|>" {
+		t.Errorf("qwen2.5 %v", s)
 	}
 	if s := StopStrings(Raw); s != nil {
 		t.Errorf("raw %v", s)

@@ -44,6 +44,7 @@ type CallParser struct {
 // template has no tool convention. id names each call (unique at least in
 // the answer; nil: call_1, call_2, ...).
 func NewCallParser(template string, id func() string) *CallParser {
+	template = Family(template)
 	if template != ChatML && template != Llama3 {
 		return nil
 	}

@@ -31,6 +31,9 @@ type Options struct {
 	// Tools are listed in the prompt in ToolFormat; none: no tool block.
 	Tools      []llm.Tool
 	ToolFormat string
+	// Date is the "Today Date" of Llama31's system header, as "26 Jul
+	// 2024"; "" writes that date, the one Meta's template falls back to.
+	Date string
 }
 
 // The Hermes/Qwen2.5 tool block's fixed text (Qwen2.5-Instruct's
@@ -241,7 +244,9 @@ func renderChatML(sb *strings.Builder, msgs []llm.Message, o Options) error {
 // template with tools_in_user_message): the tools before the first user
 // message's text, a call as {"name": ..., "parameters": ...} (one per
 // assistant message, as that template allows), a result as an ipython turn.
-func renderLlama3(sb *strings.Builder, msgs []llm.Message, o Options) error {
+// dated (Llama31) adds the system header Llama 3.1-3.3 always write, which
+// takes the system message, and renders results as JSON strings.
+func renderLlama3(sb *strings.Builder, msgs []llm.Message, o Options, dated bool) error {
 	pre := ""
 	if len(o.Tools) > 0 {
 		var b strings.Builder
@@ -255,6 +260,21 @@ func renderLlama3(sb *strings.Builder, msgs []llm.Message, o Options) error {
 		}
 		pre = b.String()
 	}
+	if dated && len(msgs) > 0 {
+		system := ""
+		if msgs[0].Role == llm.RoleSystem {
+			system, msgs = strings.TrimSpace(msgs[0].Content), msgs[1:]
+		}
+		sb.WriteString("<|start_header_id|>system<|end_header_id|>\n\n")
+		if len(o.Tools) > 0 {
+			sb.WriteString("Environment: ipython\n")
+		}
+		date := o.Date
+		if date == "" {
+			date = defaultDate
+		}
+		sb.WriteString("Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" + system + "<|eot_id|>")
+	}
 	for i, m := range msgs {
 		role, content := m.Role, strings.TrimSpace(m.Content) // trimmed, as Meta's template does
 		switch {
@@ -263,6 +283,11 @@ func renderLlama3(sb *strings.Builder, msgs []llm.Message, o Options) error {
 			pre = ""
 		case m.Role == llm.RoleTool:
 			role = "ipython"
+			if dated {
+				// Meta's template tests the content "is iterable", which a
+				// string is, and so writes it through tojson.
+				content = pyString(m.Content)
+			}
 		case m.Role == llm.RoleAssistant && len(m.ToolCalls) > 0:
 			if len(m.ToolCalls) > 1 {
 				return fmt.Errorf("%w: message %d has %d tool calls (llama3 renders one per message)", ErrRole, i, len(m.ToolCalls))
@@ -273,6 +298,40 @@ func renderLlama3(sb *strings.Builder, msgs []llm.Message, o Options) error {
 		sb.WriteString("<|start_header_id|>" + role + "<|end_header_id|>\n\n" + content + "<|eot_id|>")
 	}
 	return nil
+}
+
+// pyString is s as a JSON string the way Python's json.dumps writes it with
+// ensure_ascii=False (what the templates' tojson does): only quotes,
+// backslashes and control characters are escaped.
+func pyString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if r < 0x20 {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 func quote(s string) string {
