@@ -37,6 +37,9 @@ type audioIn struct {
 	framer *audio.Framer
 	vad    *audio.VAD
 	emit   func(frame []int16) // onFrame, bound once
+	// clean cancels echo and suppresses noise before the VAD (echo.go);
+	// nil when the session does neither.
+	clean *micCleaner
 
 	// ring holds the frames in flight to the ASR stage. It has
 	// asrQueueFrames+2 slots: the queue holds at most asrQueueFrames and the
@@ -235,6 +238,9 @@ func (a *audioIn) onFrame(frame []int16) {
 	}
 	a.frameCount++
 	a.frameTimes[a.frameCount%len(a.frameTimes)] = a.arrived
+	if a.clean != nil {
+		frame = a.clean.clean(frame, a.arrived)
+	}
 	switch a.vad.Process(frame) {
 	case audio.VADSpeechStart:
 		a.uttSeq++

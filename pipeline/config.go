@@ -150,6 +150,15 @@ type Config struct {
 	// session's own, ended with it.
 	ConversationKey string
 
+	// Echo cancels, here, the echo of the answer that a device without echo
+	// cancellation of its own sends back (echo.go); DeviceEcho says the
+	// session's device is one (xiaozhi without features.aec, a /ws start
+	// with echo_cancelled false). Denoise suppresses noise before the VAD
+	// and the recogniser.
+	Echo       EchoConfig
+	DeviceEcho bool
+	Denoise    DenoiseConfig
+
 	// Device identifies the client device (xiaozhi's Device-Id, /ws start's
 	// device), at most MaxDeviceIDBytes: a session starts from what
 	// Backends.Speakers remembers of the person heard at it and leaves
@@ -208,6 +217,7 @@ func DefaultConfig() Config {
 		EarlyStartStableMs:    defaultEarlyStartStableMs,
 		// Silence by default: a session needs Backends.EOU for semantic.
 		Turn: endturn.Config{Mode: endturn.ModeSilence},
+		Echo: EchoConfig{Mode: EchoAuto, MaxDelayMs: DefaultEchoMaxDelayMs, TailMs: DefaultEchoTailMs},
 	}
 }
 
@@ -259,6 +269,10 @@ func (cfg Config) validate(be Backends) (Config, error) {
 	}
 	if cfg.Tools.MaxRounds == 0 {
 		cfg.Tools.MaxRounds = DefaultToolRounds
+	}
+	cfg, err := cfg.checkRoom()
+	if err != nil {
+		return cfg, err
 	}
 	if err := CheckDevice(cfg.Device); err != nil {
 		return cfg, fmt.Errorf("%w: %w", ErrConfig, err)

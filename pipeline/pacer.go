@@ -51,6 +51,9 @@ type pacer struct {
 
 	out     chan<- Output
 	reports chan<- pacerReport
+	// echo, when the session cancels echo, is told every frame sent
+	// (echo.go).
+	echo *echoTap
 }
 
 func newPacer(cfg Config, obs Observer, log zerolog.Logger) *pacer {
@@ -160,6 +163,10 @@ func (p *pacer) pump(ctx context.Context) error {
 				return err
 			}
 		}
+		if p.echo != nil {
+			// Before the send, which hands the frame to the transport.
+			p.echo.sent(q.pcm, later(p.due, now))
+		}
 		// The marks below take now, from before the send: the client may
 		// answer the frame (playback_start) before this goroutine runs again.
 		if err := p.send(ctx, Output{Audio: q.pcm}); err != nil {
@@ -223,6 +230,9 @@ func (p *pacer) control(ctx context.Context, c outCtl) error {
 	t.unplayed = max(0, int(time.Until(p.due).Seconds()*float64(p.cfg.OutputRate)))
 	if c.clientStopped {
 		p.due = time.Time{} // the client dropped what it held
+		if p.echo != nil {
+			p.echo.flushed(time.Now())
+		}
 	}
 	if c.notify {
 		if err := p.send(ctx, Output{Event: &Event{Type: EventInterrupted, Turn: t.id}}); err != nil {

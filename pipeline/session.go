@@ -157,6 +157,9 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 	llmSt := &llmStage{model: s.be.LLM, chunker: chunk.New(s.cfg.Chunk), log: stageLog("llm"), stall: s.cfg.LLMStallTimeout, apology: s.cfg.Apology, gate: s.be.TTSGate, tools: s.cfg.Tools}
 	ttsSt := &ttsStage{synth: s.be.TTS, log: stageLog("tts"), gate: s.be.TTSGate, outRate: s.cfg.OutputRate}
 	pc := newPacer(s.cfg, s.obs, stageLog("out"))
+	if cl := s.room(ain, pc, stageLog("audio_in")); cl != nil {
+		defer cl.Close()
+	}
 	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn"), turnSeq: s.turnBase}
 	h.early.stable = time.Duration(s.cfg.EarlyStartStableMs) * time.Millisecond
 	notices, finishNotices := s.attachNotices()
