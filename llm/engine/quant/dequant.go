@@ -289,3 +289,31 @@ func decodeQ3K(dst []float32, src []byte) {
 		}
 	}
 }
+
+// TranscodeQ8_0 rewrites blocks of typ as Q8_0 blocks without rounding, for the types whose
+// values are one fp16 scale per 32 times an integer in [-127, 127]: Q5_0 (d·(q−16)) and IQ4_NL
+// (d·book[q]) keep their scale d and store the integer. It reports false for other types. dst
+// holds len(src)/typ.BlockBytes() Q8_0 blocks.
+func TranscodeQ8_0(dst, src []byte, typ gguf.Type) bool {
+	if typ != gguf.TypeQ5_0 && typ != gguf.TypeIQ4_NL {
+		return false
+	}
+	bb := typ.BlockBytes()
+	for b := 0; b < len(src)/bb; b++ {
+		s, d := src[b*bb:(b+1)*bb], dst[b*kernels.BlockQ8_0:(b+1)*kernels.BlockQ8_0]
+		d[0], d[1] = s[0], s[1]
+		q := d[2:34]
+		if typ == gguf.TypeQ5_0 {
+			qh := binary.LittleEndian.Uint32(s[2:])
+			for j := 0; j < 16; j++ {
+				lo, hi := fifthBits(qh, s[6:22], j)
+				q[j], q[j+16] = byte(int8(lo-16)), byte(int8(hi-16))
+			}
+			continue
+		}
+		for j := 0; j < 16; j++ {
+			q[j], q[j+16] = byte(iq4nlValues[s[2+j]&15]), byte(iq4nlValues[s[2+j]>>4])
+		}
+	}
+	return true
+}

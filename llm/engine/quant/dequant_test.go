@@ -302,3 +302,35 @@ func TestDequantizeRefuses(t *testing.T) {
 		t.Fatalf("partial block: %v, want ErrTensorSize", err)
 	}
 }
+
+// TestTranscodeQ8_0: Q5_0 and IQ4_NL blocks rewritten as Q8_0 decode to the very same values.
+func TestTranscodeQ8_0(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, typ := range []gguf.Type{gguf.TypeQ5_0, gguf.TypeIQ4_NL} {
+		const nb = 8
+		src := make([]byte, nb*typ.BlockBytes())
+		for i := range src {
+			src[i] = byte(r.Uint32())
+		}
+		for b := 0; b < nb; b++ {
+			putF16(src[b*typ.BlockBytes():], float32(r.NormFloat64()*0.01))
+		}
+		dst := make([]byte, nb*kernels.BlockQ8_0)
+		if !TranscodeQ8_0(dst, src, typ) {
+			t.Fatalf("%s not transcoded", typ)
+		}
+		want, got := make([]float32, nb*32), make([]float32, nb*32)
+		if err := Dequantize(want, src, typ); err != nil {
+			t.Fatal(err)
+		}
+		kernels.DequantizeQ8_0(got, dst)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s element %d: Q8_0 %g, source %g", typ, i, got[i], want[i])
+			}
+		}
+	}
+	if TranscodeQ8_0(make([]byte, 34), make([]byte, 20), gguf.TypeQ4_1) {
+		t.Fatal("Q4_1 (an offset per block) cannot be Q8_0 exactly, but was transcoded")
+	}
+}
