@@ -9,7 +9,9 @@
 // ConversationHeader header, or OpenAI's prompt_cache_key (or user) field;
 // the model keeps that conversation's state (the engine's KV cache) apart
 // from others', so concurrent remote sessions do not evict each other.
-// Without one, every request shares one anonymous conversation.
+// Without one, every request shares one anonymous conversation. Behind
+// web/access with API keys, ids are scoped by key: the same id sent with
+// two keys names two conversations, and each key has its own anonymous one.
 //
 // Tools: a request's "tools" (type "function"; names ^[a-zA-Z0-9_-]{1,64}$,
 // parameters a JSON object schema) and "tool_choice" reach the model as
@@ -41,6 +43,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/web/access"
 )
 
 // Limits bound what one request may ask for; a request over one gets a
@@ -379,8 +382,16 @@ func (s *server) parseBody(r *http.Request) (*chatRequest, llm.Request, *apiErro
 	if len(conv) > MaxConversationBytes {
 		return nil, llm.Request{}, invalidRequest(fmt.Sprintf("%s is %d bytes; at most %d are allowed.", param, len(conv), MaxConversationBytes), param)
 	}
-	if conv != "" {
-		out.Conversation = conversationPrefix + conv
+	// Scoped by who was let in (web/access.Principal: the API key's id):
+	// one key cannot reach another's conversation, nor read its prefix
+	// from cached_tokens; each key gets its own anonymous one too. With
+	// auth off there is no one to tell apart.
+	scope := conversationPrefix
+	if p := access.Principal(r); p != "" {
+		scope += p + ":"
+	}
+	if conv != "" || scope != conversationPrefix {
+		out.Conversation = scope + conv
 	}
 	return &req, out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/voxpipe/voxpipe/llm"
+	"github.com/voxpipe/voxpipe/web/access"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -537,5 +538,42 @@ func TestConversation(t *testing.T) {
 	}
 	if len(m.requests) != 0 {
 		t.Error("the model saw a refused request")
+	}
+}
+
+// TestConversationScopedByKey: behind the access guard with API keys, the
+// same conversation id sent with two keys names two conversations, and
+// each key's anonymous requests have a conversation of their own, so one
+// key can neither continue nor probe (cached_tokens) another's.
+func TestConversationScopedByKey(t *testing.T) {
+	m := &scriptedModel{usage: &llm.Usage{}}
+	g := access.New(access.Config{Keys: []string{"key-a", "key-b"}})
+	srv := httptest.NewServer(g.Protect(access.Keyed, New(m, "voxpipe-test", zerolog.Nop()), nil))
+	t.Cleanup(srv.Close)
+	send := func(key, conv string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"y"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		if conv != "" {
+			req.Header.Set(ConversationHeader, conv)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("key %s: status %d", key, resp.StatusCode)
+		}
+		return m.requests[len(m.requests)-1].Conversation
+	}
+	a, b, a2 := send("key-a", "shared"), send("key-b", "shared"), send("key-a", "shared")
+	if a == b || a != a2 || !strings.HasPrefix(a, "v1:key:") || !strings.HasSuffix(a, ":shared") || strings.Contains(a, "key-a") {
+		t.Errorf("conversation \"shared\" under key a %q (again %q), under key b %q: want one per key, by the key's id, never the key", a, a2, b)
+	}
+	anonA, anonB := send("key-a", ""), send("key-b", "")
+	if anonA == "" || anonA == anonB || anonA == a {
+		t.Errorf("anonymous conversations: key a %q, key b %q; want one of each key's own", anonA, anonB)
 	}
 }
