@@ -28,6 +28,8 @@ const usage = `usage: voxpipe <command> [flags]
 commands:
   serve             run the voice server (browser page, /ws, WebRTC, xiaozhi,
                     OpenAI API /v1/, /metrics, /healthz)
+  agent             serve the pipeline as a LiveKit agent worker (rooms of a
+                    LiveKit server; docs/scaling.md)
   llm run           generate from a GGUF model (prompt or chat)
   llm bench         prompt and decode speed of a GGUF model
   llm quantize      convert a GGUF model to q8_0, q4_0, f16 or f32
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "serve":
 		return runServe(ctx, args[1:])
+	case "agent":
+		return runAgent(ctx, args[1:])
 	case "eval":
 		return runEval(ctx, args[1:], os.Stdout)
 	case "knowledge":

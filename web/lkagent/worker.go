@@ -2,6 +2,7 @@ package lkagent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -497,4 +498,24 @@ func readMsg(conn *websocket.Conn) (*lkp.ServerMessage, error) {
 		}
 		return msg, nil
 	}
+}
+
+// ServeHTTP answers a health check (GET /healthz): 200 "ok" while the
+// worker takes jobs, 503 "draining" once Run's ctx has ended, with the
+// jobs it holds and its capacity.
+func (w *Worker) ServeHTTP(rw http.ResponseWriter, _ *http.Request) {
+	w.mu.Lock()
+	status, code := "ok", http.StatusOK
+	if w.draining {
+		status, code = "draining", http.StatusServiceUnavailable
+	}
+	jobs := len(w.jobs)
+	w.mu.Unlock()
+	rw.Header().Set("Content-Type", "application/json")
+	rw.WriteHeader(code)
+	_ = json.NewEncoder(rw).Encode(struct {
+		Status  string `json:"status"`
+		Jobs    int    `json:"jobs"`
+		MaxJobs int    `json:"max_jobs"`
+	}{status, jobs, w.cfg.MaxJobs})
 }
