@@ -115,8 +115,10 @@ func ValidateStart(msg Message) (encoding string, outRate int, p *Problem) {
 	switch encoding {
 	case EncodingPCM16:
 		for _, rate := range []int{msg.SampleRate, outRate} {
-			if rate < 8000 || rate > 48000 || !audio.ValidResampleRate(rate) {
-				return "", 0, problem(pipeline.CodeBadFormat, "pcm16 sample rate %d Hz not supported (want 8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100 or 48000)", rate)
+			// The resampler takes 11025 too, but 20 ms of it is not whole
+			// samples, and the pipeline frames audio in 20 ms.
+			if rate < 8000 || rate > 48000 || !audio.ValidResampleRate(rate) || rate%50 != 0 {
+				return "", 0, problem(pipeline.CodeBadFormat, "pcm16 sample rate %d Hz not supported (want 8000, 12000, 16000, 22050, 24000, 32000, 44100 or 48000)", rate)
 			}
 		}
 	case EncodingOpus:

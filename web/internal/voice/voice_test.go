@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/voxpipe/voxpipe/pipeline"
@@ -191,8 +192,27 @@ func FuzzParse(f *testing.F) {
 		if p != nil {
 			return
 		}
-		if (enc != EncodingPCM16 && enc != EncodingOpus) || out < 8000 || out > 48000 || msg.SampleRate < 8000 || msg.SampleRate > 48000 {
+		if (enc != EncodingPCM16 && enc != EncodingOpus) || out < 8000 || out > 48000 || msg.SampleRate < 8000 || msg.SampleRate > 48000 ||
+			out%50 != 0 || msg.SampleRate%50 != 0 {
 			t.Fatalf("accepted %q as %s in, %d out", data, enc, out)
 		}
 	})
+}
+
+// TestValidateStartRates: every rate the bad_format message offers is
+// accepted (both ways, pcm16), and 11025, which the resampler takes but
+// which makes no whole 20 ms frame, is refused with a message that does
+// not offer it.
+func TestValidateStartRates(t *testing.T) {
+	for _, rate := range []int{8000, 12000, 16000, 22050, 24000, 32000, 44100, 48000} {
+		if _, _, p := ValidateStart(Message{SampleRate: rate, OutputSampleRate: rate}); p != nil {
+			t.Errorf("pcm16 %d Hz refused: %s", rate, p.Message)
+		}
+	}
+	for _, msg := range []Message{{SampleRate: 11025}, {SampleRate: 16000, OutputSampleRate: 11025}, {SampleRate: 11000}} {
+		_, _, p := ValidateStart(msg)
+		if p == nil || p.Code != pipeline.CodeBadFormat || strings.Contains(p.Message, "11025,") || !strings.Contains(p.Message, "22050") {
+			t.Errorf("start %+v: %+v, want bad_format listing the rates that work", msg, p)
+		}
+	}
 }
