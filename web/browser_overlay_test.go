@@ -91,7 +91,7 @@ func TestBrowserDeviceOverlay(t *testing.T) {
 	if shown, err := strconv.Atoi(got.V2VText); err != nil || math.Abs(float64(shown)-heard) > 1 {
 		t.Errorf("overlay shows %q ms, want the device turn's heard %.0f", got.V2VText, heard)
 	}
-	if got.Bars < 5 || !strings.Contains(got.TurnText, "xiaozhi "+deviceID) {
+	if got.Bars < 5 || !strings.Contains(got.TurnText, "xiaozhi "+deviceID) || !strings.Contains(got.TurnText, "cache off") {
 		t.Errorf("waterfall has %d bars, turn line %q", got.Bars, got.TurnText)
 	}
 	if len(tr.Tools) != 1 || tr.Tools[0].Name != timer.SetName || tr.Tools[0].Outcome != "ok" {

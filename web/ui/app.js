@@ -543,8 +543,9 @@ function renderTrace(ev) {
   const server = serverMs(ev);
   $("v2vServer").textContent = server != null ? `· server ${Math.round(server)} ms` : "";
   $("v2vServer").title = "first_audible_out - speech_end: when the server sent the first audible frame";
-  $("v2vTurn").textContent = `· turn ${ev.turn}${ev.interrupted ? " · barge-in" : ""}` +
+  $("v2vTurn").textContent = `· turn ${ev.turn}${ev.interrupted ? " · barge-in" : ""}` + cacheLabel(ev) +
     (ev.transport ? ` · ${ev.transport} ${ev.device || ev.session?.slice(0, 8) || ""}` : "");
+  $("v2vTurn").classList.toggle("cache-hit", ev.cache === "hit");
   const wf = $("waterfall");
   wf.replaceChildren();
   const calls = toolCalls(ev);
@@ -577,6 +578,15 @@ function renderTrace(ev) {
   }
   renderPrefill(ev);
   renderChart();
+}
+
+// cacheLabel says what the answer cache did for the turn (trace.cache:
+// hit, miss, or off with the reason a question bypassed it); nothing for a
+// turn without a question (a timer's notice) or a server without a cache
+// field.
+function cacheLabel(ev) {
+  if (!ev.cache) return "";
+  return ev.cache === "off" && ev.cache_bypass ? ` · cache off (${ev.cache_bypass})` : ` · cache ${ev.cache}`;
 }
 
 // toolCalls returns the turn's tool calls (trace.tools); a trace with only
