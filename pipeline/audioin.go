@@ -84,6 +84,10 @@ type audioIn struct {
 	utt          *traceRec
 	speechFrames int
 	bargeSent    bool
+	// With backchannels (backchannel.go): voiced frames of the utterance,
+	// and whether inputLongSpeech went out at longFrames (0: never sent).
+	voicedFrames, longFrames int
+	longSent                 bool
 
 	// Set for the duration of run; onFrame reports a failed send in err.
 	ctx   context.Context
@@ -117,6 +121,13 @@ func newAudioIn(cfg Config, obs Observer, log zerolog.Logger) (*audioIn, error) 
 	a.endFrames = max(1, (cfg.VAD.EndSilenceMs+frameMs-1)/frameMs)
 	a.frameTimes = make([]time.Time, max(a.startFrames, a.endFrames)+1)
 	a.bargeInFrames = max(1, (cfg.BargeInMinSpeechMs+frameMs-1)/frameMs)
+	if len(cfg.Backchannel.Words) > 0 && cfg.BargeIn {
+		ms := cfg.Backchannel.MaxMs
+		if ms == 0 {
+			ms = DefaultBackchannelMaxMs
+		}
+		a.longFrames = max(1, ms/frameMs)
+	}
 	if cfg.MaxTurn > 0 {
 		a.maxTurnFrames = max(1, int(cfg.MaxTurn/frameDur))
 	}
@@ -248,6 +259,7 @@ func (a *audioIn) onFrame(frame []int16) {
 		// The run that triggered the start began startFrames frames ago.
 		a.utt.markAt(MarkSpeechStart, a.frameTime(a.startFrames-1).Add(-frameDur))
 		a.speechFrames, a.bargeSent = a.startFrames, false
+		a.voicedFrames, a.longSent = a.startFrames, false
 		if a.into != nil {
 			a.into.Gap()
 			a.contour, a.cue = audio.Contour{Range: math.NaN()}, 0
@@ -408,6 +420,15 @@ func (a *audioIn) forward(frame []int16) {
 }
 
 func (a *audioIn) checkBargeIn() {
+	if a.longFrames > 0 && !a.longSent && a.vad.SilenceFrames() == 0 {
+		if a.voicedFrames++; a.voicedFrames >= a.longFrames {
+			a.longSent = true
+			if err := a.sendHub(inputEvent{kind: inputLongSpeech, utt: a.uttSeq, at: time.Now()}); err != nil {
+				a.err = err
+				return
+			}
+		}
+	}
 	if !a.cfg.BargeIn || a.bargeSent || a.speechFrames < a.bargeInFrames {
 		return
 	}

@@ -158,6 +158,9 @@ type Config struct {
 	Echo       EchoConfig
 	DeviceEcho bool
 	Denoise    DenoiseConfig
+	// Backchannel lists the acknowledgements that do not cut the answer
+	// (backchannel.go); none: every utterance does.
+	Backchannel BackchannelConfig
 
 	// Device identifies the client device (xiaozhi's Device-Id, /ws start's
 	// device), at most MaxDeviceIDBytes: a session starts from what
@@ -272,6 +275,9 @@ func (cfg Config) validate(be Backends) (Config, error) {
 	}
 	cfg, err := cfg.checkRoom()
 	if err != nil {
+		return cfg, err
+	}
+	if _, err := newBackchannels(cfg.Backchannel); err != nil {
 		return cfg, err
 	}
 	if err := CheckDevice(cfg.Device); err != nil {

@@ -10,6 +10,9 @@ type Event struct {
 	// transcript, answer
 	Text  string `json:"text,omitempty"`
 	Final bool   `json:"final,omitempty"`
+	// transcript: a backchannel ("mm-hm") said over the answer, kept in the
+	// history; it starts no turn and the answer goes on
+	Backchannel bool `json:"backchannel,omitempty"`
 
 	// audio: the format of the binary frames that follow
 	Encoding   string `json:"encoding,omitempty"`

@@ -55,6 +55,12 @@ type hub struct {
 	notices <-chan tools.Notice
 	queued  []tools.Notice
 
+	// bc matches backchannels (nil: every utterance interrupts); heldUtt
+	// is the utterance over the answer whose barge-in waits for its words
+	// (backchannel.go), 0 when none.
+	bc      *backchannels
+	heldUtt int
+
 	turnSeq int
 	pending *pendingUser
 	cur     *turn // generating, in its playback tail, or settling; nil when idle
@@ -178,9 +184,16 @@ func (h *hub) input(m inputEvent) {
 		// Speech of the utterance that started the turn (its event can
 		// arrive after the final transcript) is not a barge-in.
 		if t := h.cur; t != nil && h.cfg.BargeIn && interruptible(t) && m.utt > t.trace.utt {
+			if h.holdsBargeIn() && h.holdBargeIn(m.utt) {
+				return
+			}
 			h.log.Debug().Msg("barge-in: speech while the answer plays")
 			h.cutTurn(t, cutServer, m.at)
 		}
+		return
+	}
+	if m.kind == inputLongSpeech {
+		h.longSpeech(m)
 		return
 	}
 	ev := m.event
@@ -254,6 +267,7 @@ func (h *hub) transcript(m asrEvent) {
 			if m.trace != nil {
 				h.offerEOU(m.trace.utt, m.text)
 				h.partialSeen = latestPartial{utt: m.trace, text: strings.TrimSpace(m.text)}
+				h.heldPartial(m.trace.utt, m.text)
 			}
 			h.partial(m)
 		}
@@ -267,6 +281,10 @@ func (h *hub) transcript(m asrEvent) {
 	if text == "" {
 		h.discardSpeculation("no words")
 		h.log.Debug().Msg("empty final transcript: noise, no turn")
+		return
+	}
+	if t := h.cur; t != nil && h.holdsBargeIn() && interruptible(t) && h.backchannel(t, m.trace, text) {
+		h.discardSpeculation("backchannel")
 		return
 	}
 	if h.commitSpeculation(text, m.trace) {
@@ -490,7 +508,7 @@ func (h *hub) maybeStart() {
 	t := &turn{id: p.id, ctx: tctx, cancel: cancel, trace: p.trace}
 
 	h.s.histMu.Lock()
-	h.s.history = append(h.s.history, llm.Message{Role: llm.RoleUser, Content: p.text})
+	h.s.history = joinUser(h.s.history, p.text) // after a backchannel, joined to it
 	h.s.history = capHistory(h.s.history, h.cfg.MaxHistoryMessages)
 	msgs := slices.Clone(h.s.history)
 	h.s.histMu.Unlock()
@@ -520,10 +538,15 @@ func (h *hub) writeAssistant(t *turn, text string) {
 		// answer after them was cut: the tools acted (a timer is set).
 		h.s.history = append(h.s.history, t.exchange...)
 		h.s.history = append(h.s.history, llm.Message{Role: llm.RoleAssistant, Content: text})
+		h.s.history = appendBackchannels(h.s.history, t.backchannels)
 		h.s.history = capHistory(h.s.history, h.cfg.MaxHistoryMessages)
 		return
 	}
-	if last := len(h.s.history) - 1; last >= 0 && h.s.history[last].Role == llm.RoleAssistant {
+	last := len(h.s.history) - 1
+	if last >= 1 && h.s.history[last].Role == llm.RoleUser && len(t.backchannels) > 0 {
+		last-- // the backchannels said over it follow the answer
+	}
+	if last >= 0 && h.s.history[last].Role == llm.RoleAssistant {
 		h.s.history[last].Content = text
 	}
 }

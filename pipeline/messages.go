@@ -38,11 +38,12 @@ type asrCmd struct {
 type inputKind int
 
 const (
-	inputSpeech    inputKind = iota // speech lasted BargeInMinSpeechMs
-	inputClient                     // a client event (playback_start, interrupt)
-	inputResume                     // semantic mode: speech again after a pause (seq)
-	inputTurnLimit                  // the utterance reached Config.MaxTurn and was ended there
-	inputCommit                     // the utterance ended (its final transcript is on its way)
+	inputSpeech     inputKind = iota // speech lasted BargeInMinSpeechMs
+	inputClient                      // a client event (playback_start, interrupt)
+	inputResume                      // semantic mode: speech again after a pause (seq)
+	inputTurnLimit                   // the utterance reached Config.MaxTurn and was ended there
+	inputCommit                      // the utterance ended (its final transcript is on its way)
+	inputLongSpeech                  // voiced speech outlasted a backchannel (backchannel.go)
 )
 
 // inputEvent goes from the audio-in stage to the turn manager.

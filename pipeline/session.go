@@ -161,6 +161,7 @@ func (s *Session) Run(ctx context.Context, in <-chan Input, out chan<- Output) e
 		defer cl.Close()
 	}
 	h := &hub{s: s, cfg: s.cfg, log: stageLog("turn"), turnSeq: s.turnBase}
+	h.bc, _ = newBackchannels(s.cfg.Backchannel) // checked by NewSession
 	h.early.stable = time.Duration(s.cfg.EarlyStartStableMs) * time.Millisecond
 	notices, finishNotices := s.attachNotices()
 	h.notices = notices

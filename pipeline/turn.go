@@ -104,6 +104,9 @@ type turn struct {
 	reportTimedOut   bool
 	assistantWritten bool
 	traceQueued      bool
+	// backchannels the person said over the answer, for the history after
+	// it (backchannel.go).
+	backchannels []string
 }
 
 // heardText returns the prefix of answer whose words had all been played
