@@ -38,11 +38,17 @@ void kn_matvec_q4_0_vnni(float *out, const uint8_t *w, int64_t cols, int64_t r0,
 void kn_matmul_q8_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q4_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 
-// Q4_K and Q6_K rows (GGUF layout) against Q8_0 activations, one per tier.
+// Q4_K, Q5_K, Q6_K, Q5_0 and Q5_1 rows (GGUF layout) against Q8_0 activations, one per tier.
 void kn_matmul_q4_k_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q6_k_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q4_k_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 void kn_matmul_q6_k_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q5_k_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q5_k_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q5_0_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q5_0_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q5_1_avx2(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
+void kn_matmul_q5_1_vnni(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1, const uint8_t *xq, int64_t n);
 
 // Attention over a key cache in blocks of 16 positions (kernels.KeyBlock), one per tier.
 void kn_attend_blk_avx2(float *out, const float *q, const float *k, const float *v, int64_t hd, int64_t npos, int64_t nq, float scale, float *probs);

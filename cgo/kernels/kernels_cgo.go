@@ -207,22 +207,29 @@ func simdMatMulPackedQ4_0AMX(out []float32, ldo int, w []byte, r0, r1 int, p *Q8
 		u8p(p.xq), C.int64_t(p.n), f32p(p.xd), i32p(p.xs), u8p(p.xt), u8p(ub))
 }
 
-func simdMatMulQ4_K(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	if l >= levelAVX512VNNI {
-		C.kn_matmul_q4_k_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
-			u8p(xq), C.int64_t(n))
-		return
+func simdMatMulRowQuant(k rowQuant, l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	o, lo, wp, c, a, b, x, nn := f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1), u8p(xq), C.int64_t(n)
+	vnni := l >= levelAVX512VNNI
+	switch {
+	case k == rqQ4K && vnni:
+		C.kn_matmul_q4_k_vnni(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ4K:
+		C.kn_matmul_q4_k_avx2(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ5K && vnni:
+		C.kn_matmul_q5_k_vnni(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ5K:
+		C.kn_matmul_q5_k_avx2(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ6K && vnni:
+		C.kn_matmul_q6_k_vnni(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ6K:
+		C.kn_matmul_q6_k_avx2(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ5_0 && vnni:
+		C.kn_matmul_q5_0_vnni(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ5_0:
+		C.kn_matmul_q5_0_avx2(o, lo, wp, c, a, b, x, nn)
+	case k == rqQ5_1 && vnni:
+		C.kn_matmul_q5_1_vnni(o, lo, wp, c, a, b, x, nn)
+	default:
+		C.kn_matmul_q5_1_avx2(o, lo, wp, c, a, b, x, nn)
 	}
-	C.kn_matmul_q4_k_avx2(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
-		u8p(xq), C.int64_t(n))
-}
-
-func simdMatMulQ6_K(l level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	if l >= levelAVX512VNNI {
-		C.kn_matmul_q6_k_vnni(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
-			u8p(xq), C.int64_t(n))
-		return
-	}
-	C.kn_matmul_q6_k_avx2(f32p(out), C.int64_t(ldo), u8p(w), C.int64_t(cols), C.int64_t(r0), C.int64_t(r1),
-		u8p(xq), C.int64_t(n))
 }

@@ -125,12 +125,116 @@ static inline __attribute__((always_inline)) float KN_FN(q6k_dot)(const uint8_t 
 	return KN_FN(khsum)(acc) - 32.0f * KN_FN(khsum)(acco);
 }
 
-// kn_matmul_q{4,6}_k: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1), j < n, X rows Q8_0
-// (cols/32·34 bytes apart). Each weight row is read once and used for all n activation rows.
-#define KN_KMATMUL(NAME, DOT, BB)                                                                        \
+
+// q5_bits spreads the 32 fifth bits of a Q5_0/Q5_1 block (bit j of qh is element j's) to 0x10 in
+// byte j: each 128-bit lane picks the qh byte holding its elements' bits, and a per-byte bit mask
+// tests them.
+static inline __attribute__((always_inline)) __m256i KN_FN(q5_bits)(uint32_t qh) {
+	const __m256i pick = _mm256_set_epi64x(0x0303030303030303ll, 0x0202020202020202ll,
+		0x0101010101010101ll, 0x0000000000000000ll);
+	const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), pick);
+	v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+	return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// q5_dot is one Q5_0 (offset 0: value d·(q − 16)) or Q5_1 (value d·q + m) row of nb blocks against
+// a prepared Q8_0 row: Σq·x per block in integers, the offsets from d_x·Σx.
+static inline __attribute__((always_inline)) float KN_FN(q5_dot)(int q51, const uint8_t *w, int64_t nb,
+		const uint8_t *xq, const float *xh) {
+	const int64_t bb = q51 ? 24 : 22;
+	const int qo = q51 ? 8 : 6; // offset of qs
+	__m256 acc = _mm256_setzero_ps();
+	float off = 0;
+	for (int64_t b = 0; b < nb; b++, w += bb, xq += 34) {
+		uint16_t hd, hm;
+		uint32_t qh;
+		memcpy(&hd, w, 2);
+		memcpy(&qh, w + qo - 4, 4);
+		uint16_t hx;
+		memcpy(&hx, xq, 2);
+		const float d = _cvtsh_ss(hd), dx = _cvtsh_ss(hx);
+		const __m128i raw = _mm_loadu_si128((const __m128i *)(w + qo));
+		const __m256i nib = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), _mm256_set1_epi8(0x0f));
+		const __m256i q = _mm256_or_si256(nib, KN_FN(q5_bits)(qh));
+		const __m256i x = _mm256_loadu_si256((const __m256i *)(xq + 2));
+		acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(q, x)), _mm256_set1_ps(d * dx), acc);
+		const float xs = xh[2 * b] + xh[2 * b + 1]; // d_x·Σx
+		if (q51) {
+			memcpy(&hm, w + 2, 2);
+			off += _cvtsh_ss(hm) * xs;
+		} else {
+			off -= 16.0f * d * xs;
+		}
+	}
+	return KN_FN(khsum)(acc) + off;
+}
+
+static inline __attribute__((always_inline)) float KN_FN(q5_0_dot)(const uint8_t *w, int64_t nsb,
+		const uint8_t *xq, const float *xd, const float *xh) {
+	(void)xd;
+	return KN_FN(q5_dot)(0, w, nsb, xq, xh);
+}
+
+static inline __attribute__((always_inline)) float KN_FN(q5_1_dot)(const uint8_t *w, int64_t nsb,
+		const uint8_t *xq, const float *xd, const float *xh) {
+	(void)xd;
+	return KN_FN(q5_dot)(1, w, nsb, xq, xh);
+}
+
+// q5k_dot is one Q5_K row (nsb super-blocks of 176 bytes): Q4_K's scales, mins and nibbles, and
+// bit s of qh[l] as the fifth bit of element l of sub-block s.
+static inline __attribute__((always_inline)) float KN_FN(q5k_dot)(const uint8_t *w, int64_t nsb,
+		const uint8_t *xq, const float *xd, const float *xh) {
+	const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+	__m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+	for (int64_t s = 0; s < nsb; s++, w += 176) {
+		uint16_t hd, hm;
+		memcpy(&hd, w, 2);
+		memcpy(&hm, w + 2, 2);
+		const float d = _cvtsh_ss(hd), dmin = _cvtsh_ss(hm);
+		uint32_t a, b, c, sm[4];
+		memcpy(&a, w + 4, 4);
+		memcpy(&b, w + 8, 4);
+		memcpy(&c, w + 12, 4);
+		sm[0] = a & 0x3f3f3f3f;
+		sm[1] = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
+		sm[2] = b & 0x3f3f3f3f;
+		sm[3] = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
+		const __m128i smv = _mm_loadu_si128((const __m128i *)sm);
+		const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv));
+		const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8)));
+		const __m256 h01 = _mm256_loadu_ps(xh + 16 * s), h23 = _mm256_loadu_ps(xh + 16 * s + 8);
+		const __m256 hs = _mm256_hadd_ps(h01, h23);
+		const __m256 xsum = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(hs), 0xd8));
+		accm = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(dmin), mnf), xsum, accm);
+		float f[8];
+		_mm256_storeu_ps(f, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(d), scf), _mm256_loadu_ps(xd + 8 * s)));
+		const __m256i hb = _mm256_loadu_si256((const __m256i *)(w + 16));
+		const uint8_t *qs = w + 48;
+		const uint8_t *x = xq + 8 * s * 34;
+		for (int k = 0; k < 4; k++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
+			const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * k), one);
+			const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * k + 1), one);
+			const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), _mm256_slli_epi16(h0, 4));
+			const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), _mm256_slli_epi16(h1, 4));
+			const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x + (2 * k) * 34 + 2));
+			const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + (2 * k + 1) * 34 + 2));
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(lo, x0)), _mm256_set1_ps(f[2 * k]), acc);
+			acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(hi, x1)), _mm256_set1_ps(f[2 * k + 1]), acc);
+		}
+	}
+	return KN_FN(khsum)(acc) - KN_FN(khsum)(accm);
+}
+
+// kn_matmul_<type>: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1), j < n, X rows Q8_0
+// (cols/32·34 bytes apart). Each weight row (cols/QKW blocks of BB bytes) is read once and used
+// for all n activation rows.
+#define KN_KMATMUL(NAME, DOT, BB, QKW)                                                                   \
 	void KN_FN(NAME)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,   \
 		const uint8_t *xq, int64_t n) {                                                                  \
-		const int64_t nb = cols / 32, nsb = cols / 256, xrow = nb * 34, wrow = nsb * (BB);             \
+		const int64_t nb = cols / 32, nw = cols / (QKW), xrow = nb * 34, wrow = nw * (BB);             \
 		float stack[KN_STACK_SCALES];                                                                    \
 		float *xd = KN_FN(scale_buf)(stack, 3 * n * nb);                                                 \
 		float *xh = xd + n * nb;                                                                         \
@@ -139,11 +243,14 @@ static inline __attribute__((always_inline)) float KN_FN(q6k_dot)(const uint8_t 
 		for (int64_t r = r0; r < r1; r++) {                                                              \
 			const uint8_t *wr = w + r * wrow;                                                            \
 			for (int64_t j = 0; j < n; j++)                                                              \
-				out[j * ldo + r] = KN_FN(DOT)(wr, nsb, xq + j * xrow, xd + j * nb, xh + 2 * j * nb);    \
+				out[j * ldo + r] = KN_FN(DOT)(wr, nw, xq + j * xrow, xd + j * nb, xh + 2 * j * nb);     \
 		}                                                                                                \
 		if (xd != stack)                                                                                 \
 			free(xd);                                                                                    \
 	}
-KN_KMATMUL(kn_matmul_q4_k, q4k_dot, 144)
-KN_KMATMUL(kn_matmul_q6_k, q6k_dot, 210)
+KN_KMATMUL(kn_matmul_q4_k, q4k_dot, 144, 256)
+KN_KMATMUL(kn_matmul_q5_k, q5k_dot, 176, 256)
+KN_KMATMUL(kn_matmul_q6_k, q6k_dot, 210, 256)
+KN_KMATMUL(kn_matmul_q5_0, q5_0_dot, 22, 32)
+KN_KMATMUL(kn_matmul_q5_1, q5_1_dot, 24, 32)
 #undef KN_KMATMUL

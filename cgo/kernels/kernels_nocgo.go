@@ -80,9 +80,7 @@ func simdMatMulPackedQ8_0Prepared(out []float32, ldo int, w []byte, r0, r1 int, 
 func simdMatMulPackedQ4_0AMX(out []float32, ldo int, w []byte, r0, r1 int, p *Q8Prep, _ []byte) {
 	genericMatMulPackedQ4_0(out, ldo, w, p.cols, r0, r1, p.xq, p.n)
 }
-func simdMatMulQ4_K(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	genericMatMulK(out, ldo, w, cols, r0, r1, xq, n, BlockQ4K, genericDotQ4_K)
-}
-func simdMatMulQ6_K(_ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
-	genericMatMulK(out, ldo, w, cols, r0, r1, xq, n, BlockQ6K, genericDotQ6_K)
+func simdMatMulRowQuant(k rowQuant, _ level, out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	rq := rowQuants[k]
+	genericMatMulK(out, ldo, w, cols, r0, r1, xq, n, cols/rq.qk*rq.bb, rq.dot)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/voxpipe/voxpipe/cgo/kernels"
@@ -12,24 +13,36 @@ import (
 	"github.com/voxpipe/voxpipe/llm/engine/quant"
 )
 
-// kBlocks returns rows×cols weights of typ (Q4_K or Q6_K) as random codes and scales, with the
-// fp16 fields set to small random values (random bytes there would be NaN or huge).
+// kBlocks returns rows×cols weights of typ as random codes and scales, with the fp16 fields set
+// to small random values (random bytes there would be NaN or huge).
 func kBlocks(rng *rand.Rand, typ gguf.Type, rows, cols int) []byte {
 	bb := typ.BlockBytes()
-	w := make([]byte, rows*cols/256*bb)
+	w := make([]byte, rows*cols/typ.BlockSize()*bb)
 	for i := range w {
 		w[i] = byte(rng.Uint32())
 	}
 	for b := 0; b < len(w); b += bb {
 		put := func(off int, v float64) { binary.LittleEndian.PutUint16(w[b+off:], kernels.F32ToF16(float32(v))) }
-		if typ == gguf.TypeQ6_K {
+		switch typ {
+		case gguf.TypeQ6_K:
 			put(208, rng.NormFloat64()*1e-3)
-		} else {
+		case gguf.TypeQ5_0:
+			put(0, rng.NormFloat64()*1e-2)
+		default: // d and dmin (K) or d and m (Q5_1)
 			put(0, rng.Float64()*1e-3)
-			put(2, rng.Float64()*1e-3)
+			put(2, rng.NormFloat64()*1e-3)
 		}
 	}
 	return w
+}
+
+// rowQuantKernels are the row-layout kernels and the type each reads.
+var rowQuantKernels = []struct {
+	typ gguf.Type
+	f   func(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int)
+}{
+	{gguf.TypeQ4_K, kernels.MatMulQ4_K}, {gguf.TypeQ5_K, kernels.MatMulQ5_K}, {gguf.TypeQ6_K, kernels.MatMulQ6_K},
+	{gguf.TypeQ5_0, kernels.MatMulQ5_0}, {gguf.TypeQ5_1, kernels.MatMulQ5_1},
 }
 
 func activations(rng *rand.Rand, n, cols int) []byte {
@@ -65,29 +78,26 @@ func refMatMul(t *testing.T, typ gguf.Type, w []byte, rows, cols int, xq []byte,
 	return out, mag
 }
 
-// TestMatMulK checks the Q4_K and Q6_K products on every tier against the float64 product of
-// quant's decoders, for one activation row (decode) and several (prompt), on a row range.
+// TestMatMulK checks the Q4_K, Q5_K, Q6_K, Q5_0 and Q5_1 products on every tier against the
+// float64 product of quant's decoders, for one activation row (decode) and several (prompt), on
+// a row range.
 func TestMatMulK(t *testing.T) {
 	defer kernels.UseGeneric(false)
 	rng := rand.New(rand.NewPCG(21, 22))
 	const rows, cols = 40, 512
-	for _, typ := range []gguf.Type{gguf.TypeQ4_K, gguf.TypeQ6_K} {
-		w := kBlocks(rng, typ, rows, cols)
+	for _, k := range rowQuantKernels {
+		w := kBlocks(rng, k.typ, rows, cols)
 		for _, n := range []int{1, 5} {
 			xq := activations(rng, n, cols)
-			want, mag := refMatMul(t, typ, w, rows, cols, xq, n)
+			want, mag := refMatMul(t, k.typ, w, rows, cols, xq, n)
 			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
 				if kernels.ForceFeatures(tier) != nil {
 					continue
 				}
-				t.Run(fmt.Sprintf("%s/n%d/%s", typ, n, tier), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/n%d/%s", k.typ, n, tier), func(t *testing.T) {
 					const r0, r1 = 3, 37
 					out := make([]float32, n*rows)
-					f := kernels.MatMulQ4_K
-					if typ == gguf.TypeQ6_K {
-						f = kernels.MatMulQ6_K
-					}
-					f(out, rows, w, cols, r0, r1, xq, n)
+					k.f(out, rows, w, cols, r0, r1, xq, n)
 					for j := 0; j < n; j++ {
 						for r := 0; r < rows; r++ {
 							got, i := out[j*rows+r], j*rows+r
@@ -108,7 +118,7 @@ func TestMatMulK(t *testing.T) {
 	}
 }
 
-// BenchmarkMatVecK reports weight bandwidth of the Q4_K and Q6_K decode products beside Q8_0 and
+// BenchmarkMatVecK reports weight bandwidth of the row-layout decode products beside Q8_0 and
 // Q4_0 on the same shape, so their ratio is read within one run.
 func BenchmarkMatVecK(b *testing.B) {
 	defer kernels.UseGeneric(false)
@@ -123,7 +133,6 @@ func BenchmarkMatVecK(b *testing.B) {
 		kernels.QuantizeQ8_0(w8, wf)
 		w4 := make([]byte, len(wf)/32*kernels.BlockQ4_0)
 		kernels.QuantizeQ4_0(w4, wf)
-		q4k, q6k := kBlocks(rng, gguf.TypeQ4_K, sh.rows, sh.cols), kBlocks(rng, gguf.TypeQ6_K, sh.rows, sh.cols)
 		out := make([]float32, sh.rows)
 		kinds := []struct {
 			name string
@@ -132,8 +141,14 @@ func BenchmarkMatVecK(b *testing.B) {
 		}{
 			{"q8_0", w8, func() { kernels.MatVecQ8_0(out, w8, sh.cols, 0, sh.rows, xq) }},
 			{"q4_0", w4, func() { kernels.MatVecQ4_0(out, w4, sh.cols, 0, sh.rows, xq) }},
-			{"q4_k", q4k, func() { kernels.MatMulQ4_K(out, sh.rows, q4k, sh.cols, 0, sh.rows, xq, 1) }},
-			{"q6_k", q6k, func() { kernels.MatMulQ6_K(out, sh.rows, q6k, sh.cols, 0, sh.rows, xq, 1) }},
+		}
+		for _, k := range rowQuantKernels {
+			w := kBlocks(rng, k.typ, sh.rows, sh.cols)
+			kinds = append(kinds, struct {
+				name string
+				w    []byte
+				run  func()
+			}{strings.ToLower(k.typ.String()), w, func() { k.f(out, sh.rows, w, sh.cols, 0, sh.rows, xq, 1) }})
 		}
 		for _, k := range kinds {
 			b.Run(fmt.Sprintf("%s/%dx%d", k.name, sh.rows, sh.cols), func(b *testing.B) {
