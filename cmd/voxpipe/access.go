@@ -32,6 +32,10 @@ func accessConfig(cfg *config.Config, log zerolog.Logger) (access.Config, error)
 	}
 	if len(keys) > 0 {
 		log.Info().Int("keys", len(keys)).Str("from", "$"+s.Auth.APIKeysEnv).Msg("auth on: /ws, /rtc/offer, /rtc/config, /traces and /v1 need an API key or session token; the xiaozhi WebSocket a key or the device token")
+		if s.Xiaozhi.Enabled && s.Xiaozhi.Token == "" {
+			// A speaker sends only the token its OTA check handed out.
+			log.Warn().Msg("xiaozhi devices will be refused (401): with API keys set a device needs server.xiaozhi.token, as it cannot send a key")
+		}
 	} else if !isLoopback(s.Addr) {
 		log.Warn().Str("addr", s.Addr).Msg("auth off on a public address (server.allow_insecure_public)")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -77,6 +78,31 @@ func TestHostCheckFollowsAddr(t *testing.T) {
 		r.Host = c.host
 		if got := access.New(ac).HostOK(r); got != c.want {
 			t.Errorf("addr %s keys %q allowed %v: Host %s served %v, want %v", c.addr, c.keys, c.allowed, c.host, got, c.want)
+		}
+	}
+}
+
+// With API keys set, a xiaozhi device can only send the device token: a
+// server with keys and no server.xiaozhi.token refuses every device, and
+// says so at start-up.
+func TestXiaozhiTokenWarning(t *testing.T) {
+	for _, c := range []struct {
+		keys, token string
+		warn        bool
+	}{{"k1", "", true}, {"k1", "dev-token", false}, {"", "", false}} {
+		cfg := config.Default()
+		cfg.Server.Auth.APIKeysEnv = "VOXPIPE_TEST_KEYS"
+		cfg.Server.Xiaozhi.Token = c.token
+		t.Setenv("VOXPIPE_TEST_KEYS", c.keys)
+		var logs strings.Builder
+		if _, err := accessConfig(&cfg, zerolog.New(&logs)); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "server.xiaozhi.token"); got != c.warn {
+			t.Errorf("keys %q, token %q: warning %v, want %v; log %s", c.keys, c.token, got, c.warn, logs.String())
+		}
+		if strings.Contains(logs.String(), "k1") || (c.token != "" && strings.Contains(logs.String(), c.token)) {
+			t.Errorf("a secret in the log: %s", logs.String())
 		}
 	}
 }
