@@ -57,10 +57,10 @@ func DefaultConfig() Config {
 		Mode: ModeSemantic,
 		// Peers end a confident turn after 160-200 ms of silence; pauses
 		// between the words of one phrase are mostly shorter than that.
-		// 200 since the intonation cue (session 16): with it more turns
-		// read complete, and at 160 real recordings split at the 160-200
-		// ms pauses between their sentences (bench turns: 7 of 49 against
-		// 5; at 200, 5 of 49).
+		// 200 with the intonation cue: with it more turns read complete,
+		// and at 160 real recordings split at the 160-200 ms pauses
+		// between their sentences (bench turns: 7 of 49 against 5; at
+		// 200, 5 of 49).
 		MinSilenceMs: 200,
 		// Above the longest hesitation the false cut-off benchmark uses
 		// (1.2 s): a partial that reads cut off is waited out.

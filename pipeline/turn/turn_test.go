@@ -169,18 +169,18 @@ func TestLMScores(t *testing.T) {
 }
 
 // TestEverydayAUC: the shipped scorer separates bench eou's everyday turns
-// from their cut-offs (60 complete, 240 cut off; cmd/voxpipe/testdata) with
-// an AUC of at least 0.95. It measures 0.967 (session 11); session 8's
-// 0.964, the scorer before it, which had learnt that requests like "what
-// time is it" go on, 0.925.
+// from their cut-offs (60 complete, 240 cut off; internal/bench/testdata)
+// with an AUC of at least 0.95. It measures 0.967; the scorer before it
+// 0.964, and the one before that, which had learnt that requests like
+// "what time is it" go on, 0.925 (models/README.md).
 func TestEverydayAUC(t *testing.T) {
 	path, trained := eouModel(t)
 	if !trained {
 		t.Skip("models/voxpipe-eou-q8_0.gguf absent")
 	}
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "cmd", "voxpipe", "testdata", "eou-everyday.tsv"))
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "internal", "bench", "testdata", "eou-everyday.tsv"))
 	if err != nil {
-		t.Skipf("everyday set: %v", err)
+		t.Skipf("everyday set not found: %v", err)
 	}
 	s, err := OpenLM(path, 1, 4)
 	if err != nil {
@@ -228,10 +228,10 @@ func TestEverydayAUC(t *testing.T) {
 // TestShortTurns: the short everyday turns people say most to an assistant
 // (questions.Short: "what time is it", "thank you", "stop") read as complete
 // often enough that half of them end the turn without the long wait: their
-// median score is at least 0.4. Session 8's scorer, for which each was whole
-// once in its data against hundreds of longer turns it begins, had a median
-// of 0.26 ("what time is it" 0.10, "thank you" 0.08), and they waited 1.3 s;
-// session 11's measures 0.51.
+// median score is at least 0.4. The scorer before the shipped one, for
+// which each was whole once in its data against hundreds of longer turns it
+// begins, had a median of 0.26 ("what time is it" 0.10, "thank you" 0.08),
+// and they waited 1.3 s; the shipped one measures 0.51.
 func TestShortTurns(t *testing.T) {
 	path, trained := eouModel(t)
 	if !trained {
