@@ -44,11 +44,12 @@ const (
 // liveKit is a livekit-server process on loopback.
 type liveKit struct {
 	url  string // ws://127.0.0.1:port
+	pid  int
 	logs *strings.Builder
 }
 
 // freePort returns a port free on loopback for network ("tcp" or "udp").
-func freePort(t *testing.T, network string) int {
+func freePort(t testing.TB, network string) int {
 	t.Helper()
 	if network == "udp" {
 		c, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -68,7 +69,7 @@ func freePort(t *testing.T, network string) int {
 
 // startLiveKit starts livekit-server in dev mode on loopback, or skips the
 // test when the binary is absent.
-func startLiveKit(t *testing.T) *liveKit {
+func startLiveKit(t testing.TB) *liveKit {
 	t.Helper()
 	bin := os.Getenv("VOXPIPE_LIVEKIT_SERVER")
 	if bin == "" {
@@ -100,7 +101,7 @@ logging:
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start livekit-server: %v", err)
 	}
-	lk := &liveKit{url: fmt.Sprintf("ws://127.0.0.1:%d", port), logs: &strings.Builder{}}
+	lk := &liveKit{url: fmt.Sprintf("ws://127.0.0.1:%d", port), pid: cmd.Process.Pid, logs: &strings.Builder{}}
 	var logMu sync.Mutex
 	logged := make(chan struct{})
 	go func() {
@@ -158,7 +159,7 @@ var (
 	enginesErr  error
 )
 
-func engines(t *testing.T) (*asrsphinx.Recognizer, *ttsflite.Synthesizer) {
+func engines(t testing.TB) (*asrsphinx.Recognizer, *ttsflite.Synthesizer) {
 	t.Helper()
 	enginesOnce.Do(func() {
 		if engineASR, enginesErr = asrsphinx.New(asrsphinx.DefaultConfig()); enginesErr == nil {
@@ -172,7 +173,7 @@ func engines(t *testing.T) (*asrsphinx.Recognizer, *ttsflite.Synthesizer) {
 }
 
 // speech is text spoken by flite at 48 kHz after 0.3 s of silence.
-func speech(t *testing.T, synth tts.Synthesizer, text string) []int16 {
+func speech(t testing.TB, synth tts.Synthesizer, text string) []int16 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -194,7 +195,7 @@ func speech(t *testing.T, synth tts.Synthesizer, text string) []int16 {
 	return append(make([]int16, rate*3/10), up...)
 }
 
-func testLogger(t *testing.T) zerolog.Logger {
+func testLogger(t testing.TB) zerolog.Logger {
 	if testing.Verbose() {
 		return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	}
@@ -203,7 +204,7 @@ func testLogger(t *testing.T) zerolog.Logger {
 
 // startWorker runs a worker on lk until the test ends and waits for its
 // registration.
-func startWorker(t *testing.T, lk *liveKit, edit func(*Config)) (*Worker, context.CancelFunc, <-chan error) {
+func startWorker(t testing.TB, lk *liveKit, edit func(*Config)) (*Worker, context.CancelFunc, <-chan error) {
 	t.Helper()
 	rec, synth := engines(t)
 	cfg := Config{URL: lk.url, APIKey: testKey, APISecret: testSecret, MaxJobs: 2, Version: "test", Pipeline: pipeline.DefaultConfig()}
@@ -250,77 +251,53 @@ func startWorker(t *testing.T, lk *liveKit, edit func(*Config)) (*Worker, contex
 	}
 }
 
-// caller is a participant: it publishes a microphone, plays the agent's
-// answer track (playback_start on a turn's first audible packet) and
-// collects the agent's events.
-type caller struct {
-	t      *testing.T
-	room   *lksdk.Room
-	mic    *lksdk.LocalTrack
+// listener plays an agent's answer track the way a browser would: it
+// decodes the Opus packets, counts the audible ones per turn (the turn of
+// the latest answer event), reports playback_start on a turn's first
+// audible packet through report, and collects the events.
+type listener struct {
+	t      testing.TB
 	events chan pipeline.Event
+	report func(msg []byte) // sends one control message to the agent
 
 	mu         sync.Mutex // guards the fields below
-	turn       int        // the turn whose audio is announced
+	turn       int        // the turn whose answer is being spoken
 	audible    map[int]int
 	firstHeard map[int]time.Time
 	played     map[int]bool
 }
 
-func joinCaller(t *testing.T, lk *liveKit, roomName, identity string) *caller {
-	t.Helper()
-	at := auth.NewAccessToken(testKey, testSecret)
-	at.SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: roomName}).SetIdentity(identity).SetValidFor(time.Hour)
-	token, err := at.ToJWT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &caller{t: t, events: make(chan pipeline.Event, 1024), audible: map[int]int{}, firstHeard: map[int]time.Time{}, played: map[int]bool{}}
-	cb := lksdk.NewRoomCallback()
-	cb.OnTrackSubscribed = c.play
-	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
-		u, ok := data.(*lksdk.UserDataPacket)
-		if !ok || u.Topic != EventsTopic {
-			return
-		}
-		var ev pipeline.Event
-		if err := json.Unmarshal(u.Payload, &ev); err != nil {
-			t.Errorf("agent event not JSON: %v: %q", err, u.Payload)
-			return
-		}
-		if ev.Type == pipeline.EventAnswer { // the turn whose audio follows
-			c.mu.Lock()
-			c.turn = ev.Turn
-			c.mu.Unlock()
-		}
-		select {
-		case c.events <- ev:
-		default:
-			t.Error("caller's event buffer full")
-		}
-	}
-	c.room, err = lksdk.ConnectToRoomWithToken(lk.url, token, cb, lksdk.WithAutoSubscribe(true))
-	if err != nil {
-		t.Fatalf("caller join: %v", err)
-	}
-	t.Cleanup(c.room.Disconnect)
-	c.mic, err = lksdk.NewLocalTrack(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: rate, Channels: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.room.LocalParticipant.PublishTrack(c.mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: lkp.TrackSource_MICROPHONE}); err != nil {
-		t.Fatalf("publish mic: %v", err)
-	}
-	return c
+func newListener(t testing.TB) *listener {
+	return &listener{t: t, events: make(chan pipeline.Event, 1024), audible: map[int]int{}, firstHeard: map[int]time.Time{}, played: map[int]bool{}}
 }
 
-// play decodes the agent's answer track, counting audible packets per turn.
-func (c *caller) play(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+// onEvent takes one JSON event.
+func (l *listener) onEvent(payload []byte) {
+	var ev pipeline.Event
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		l.t.Errorf("agent event not JSON: %v: %q", err, payload)
+		return
+	}
+	if ev.Type == pipeline.EventAnswer {
+		l.mu.Lock()
+		l.turn = ev.Turn
+		l.mu.Unlock()
+	}
+	select {
+	case l.events <- ev:
+	default:
+		l.t.Error("listener's event buffer full")
+	}
+}
+
+// play reads the answer track to its end.
+func (l *listener) play(track *webrtc.TrackRemote) {
 	if track.Kind() != webrtc.RTPCodecTypeAudio {
 		return
 	}
 	dec, err := audio.NewOpusDecoder(rate)
 	if err != nil {
-		c.t.Error(err)
+		l.t.Error(err)
 		return
 	}
 	pcm := make([]int16, rate*120/1000)
@@ -338,18 +315,46 @@ func (c *caller) play(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication
 		if err != nil || rms(pcm[:m]) < 300 {
 			continue
 		}
-		c.mu.Lock()
-		turn := c.turn
-		c.audible[turn]++
-		send := turn > 0 && !c.played[turn]
+		l.mu.Lock()
+		turn := l.turn
+		l.audible[turn]++
+		send := turn > 0 && !l.played[turn]
 		if send {
-			c.played[turn] = true
-			c.firstHeard[turn] = time.Now()
+			l.played[turn] = true
+			l.firstHeard[turn] = time.Now()
 		}
-		c.mu.Unlock()
+		l.mu.Unlock()
 		if send {
 			msg, _ := json.Marshal(pipeline.ClientEvent{Type: pipeline.ClientPlaybackStart, Turn: turn})
-			_ = c.room.LocalParticipant.PublishDataPacket(&lksdk.UserDataPacket{Payload: msg, Topic: ControlTopic}, lksdk.WithDataPublishReliable(true))
+			l.report(msg)
+		}
+	}
+}
+
+// heard returns the audible packets of turn and when the first arrived.
+func (l *listener) heard(turn int) (int, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.audible[turn], l.firstHeard[turn]
+}
+
+// waitEvent returns the first event that match accepts, failing after d.
+func (l *listener) waitEvent(d time.Duration, what string, match func(pipeline.Event) bool) pipeline.Event {
+	l.t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case ev := <-l.events:
+			if ev.Type == pipeline.EventError {
+				l.t.Logf("agent error event: %s: %s", ev.Code, ev.Message)
+			}
+			if match(ev) {
+				return ev
+			}
+		case <-timer.C:
+			l.t.Fatalf("no %s within %s", what, d)
+			return pipeline.Event{}
 		}
 	}
 }
@@ -365,15 +370,17 @@ func rms(pcm []int16) float64 {
 	return math.Sqrt(sum / float64(len(pcm)))
 }
 
-// say streams pcm as 20 ms Opus packets at real-time pace, then silence
-// for tailMs.
-func (c *caller) say(pcm []int16, tailMs int) {
-	c.t.Helper()
+// say streams pcm through write as 20 ms Opus packets at real-time pace,
+// then tailMs of silence; it returns when the speech's last packet went
+// out (the person's last word, for heard latency at the client).
+func say(t testing.TB, write func(media.Sample) error, pcm []int16, tailMs int) (spoken time.Time) {
+	t.Helper()
 	enc, err := audio.NewOpusEncoder(rate, 32000)
 	if err != nil {
-		c.t.Fatal(err)
+		t.Fatal(err)
 	}
 	frame := rate / 1000 * 20
+	speechEnd := len(pcm)
 	pcm = append(append([]int16(nil), pcm...), make([]int16, rate/1000*tailMs)...)
 	packet := make([]byte, audio.MaxOpusPacket)
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -381,34 +388,68 @@ func (c *caller) say(pcm []int16, tailMs int) {
 	for off := 0; off+frame <= len(pcm); off += frame {
 		n, err := enc.Encode(pcm[off:off+frame], packet)
 		if err != nil {
-			c.t.Fatal(err)
+			t.Fatal(err)
 		}
-		if err := c.mic.WriteSample(media.Sample{Data: append([]byte(nil), packet[:n]...), Duration: 20 * time.Millisecond}, nil); err != nil {
-			c.t.Fatalf("mic write: %v", err)
+		if err := write(media.Sample{Data: append([]byte(nil), packet[:n]...), Duration: 20 * time.Millisecond}); err != nil {
+			t.Errorf("mic write: %v", err)
+			return spoken
+		}
+		if off < speechEnd && off+frame >= speechEnd {
+			spoken = time.Now()
 		}
 		<-tick.C
 	}
+	return spoken
 }
 
-// waitEvent returns the first event that match accepts, failing after d.
-func (c *caller) waitEvent(d time.Duration, what string, match func(pipeline.Event) bool) pipeline.Event {
-	c.t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for {
-		select {
-		case ev := <-c.events:
-			if ev.Type == pipeline.EventError {
-				c.t.Logf("agent error event: %s: %s", ev.Code, ev.Message)
-			}
-			if match(ev) {
-				return ev
-			}
-		case <-timer.C:
-			c.t.Fatalf("no %s within %s", what, d)
-			return pipeline.Event{}
+// caller is a LiveKit participant: it publishes a microphone and listens
+// to the agent (answer track, events on EventsTopic, reports on
+// ControlTopic).
+type caller struct {
+	*listener
+	room *lksdk.Room
+	mic  *lksdk.LocalTrack
+}
+
+func joinCaller(t testing.TB, lk *liveKit, roomName, identity string) *caller {
+	t.Helper()
+	at := auth.NewAccessToken(testKey, testSecret)
+	at.SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: roomName}).SetIdentity(identity).SetValidFor(time.Hour)
+	token, err := at.ToJWT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &caller{listener: newListener(t)}
+	c.report = func(msg []byte) {
+		_ = c.room.LocalParticipant.PublishDataPacket(&lksdk.UserDataPacket{Payload: msg, Topic: ControlTopic}, lksdk.WithDataPublishReliable(true))
+	}
+	cb := lksdk.NewRoomCallback()
+	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+		c.play(track)
+	}
+	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
+		if u, ok := data.(*lksdk.UserDataPacket); ok && u.Topic == EventsTopic {
+			c.onEvent(u.Payload)
 		}
 	}
+	c.room, err = lksdk.ConnectToRoomWithToken(lk.url, token, cb, lksdk.WithAutoSubscribe(true))
+	if err != nil {
+		t.Fatalf("caller join: %v", err)
+	}
+	t.Cleanup(c.room.Disconnect)
+	c.mic, err = lksdk.NewLocalTrack(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: rate, Channels: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.room.LocalParticipant.PublishTrack(c.mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: lkp.TrackSource_MICROPHONE}); err != nil {
+		t.Fatalf("publish mic: %v", err)
+	}
+	return c
+}
+
+// say speaks pcm on the microphone (see the function say).
+func (c *caller) say(pcm []int16, tailMs int) time.Time {
+	return say(c.t, func(s media.Sample) error { return c.mic.WriteSample(s, nil) }, pcm, tailMs)
 }
 
 // TestAgentAnswersInARoom: a participant joins a room of a real
@@ -445,9 +486,7 @@ func TestAgentAnswersInARoom(t *testing.T) {
 		return ev.Type == pipeline.EventAnswer && ev.Final
 	})
 	trace := c.waitEvent(30*time.Second, "trace", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventTrace })
-	c.mu.Lock()
-	audible := c.audible[trace.Turn]
-	c.mu.Unlock()
+	audible, _ := c.heard(trace.Turn)
 	t.Logf("turn %d: heard %q, answered %q; %d audible answer packets; v2v %v ms, heard %v ms, marks %v",
 		trace.Turn, final.Text, answer.String(), audible, deref(trace.VoiceToVoiceMs), deref(trace.HeardMs), trace.Marks)
 	if audible < 10 {
@@ -528,9 +567,7 @@ func TestDrainFinishesTheTurn(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("Run did not return after the turn (jobs %d)", w.Jobs())
 	}
-	c.mu.Lock()
-	audible := c.audible[trace.Turn]
-	c.mu.Unlock()
+	audible, _ := c.heard(trace.Turn)
 	if trace.Interrupted || audible < 10 {
 		t.Errorf("turn %d: interrupted %v, %d audible packets: the drain cut the turn", trace.Turn, trace.Interrupted, audible)
 	}
