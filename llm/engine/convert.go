@@ -16,10 +16,28 @@ import (
 // computes reports whether the engine's kernels read typ directly.
 func computes(typ gguf.Type) bool {
 	switch typ {
-	case gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K:
+	case gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0:
 		return true
 	}
-	return false
+	return rowQuantKernel(typ) != nil
+}
+
+// rowQuantKernel is the product kernel of the quantized types computed in the file's row
+// layout (Q8_0 activations), nil for the others. Q5_0 is not among them: it becomes Q8_0
+// exactly at load (convert), whose packed kernels ran faster than the Q5_0 row kernel reading
+// fewer bytes (see docs/models.md).
+func rowQuantKernel(typ gguf.Type) func(out []float32, ldo int, w []byte, cols, r0, r1 int, xq []byte, n int) {
+	switch typ {
+	case gguf.TypeQ4_K:
+		return kernels.MatMulQ4_K
+	case gguf.TypeQ5_K:
+		return kernels.MatMulQ5_K
+	case gguf.TypeQ6_K:
+		return kernels.MatMulQ6_K
+	case gguf.TypeQ5_1:
+		return kernels.MatMulQ5_1
+	}
+	return nil
 }
 
 // loadableTypes lists every tensor type a model file may hold: computed directly or converted

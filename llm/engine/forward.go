@@ -468,10 +468,8 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 // matRows computes rows [r0, r1) of t for all rt.n input rows.
 func (rt *compute) matRows(t *matTask, r0, r1 int) {
 	w, n, cols := t.w, rt.n, t.w.cols
-	if w.typ == gguf.TypeQ4_K {
-		kernels.MatMulQ4_K(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
-	} else if w.typ == gguf.TypeQ6_K {
-		kernels.MatMulQ6_K(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
+	if rowQuant := rowQuantKernel(w.typ); rowQuant != nil {
+		rowQuant(t.out, t.ldo, w.raw, cols, r0, r1, t.inQ, n)
 	} else if w.packed && w.typ == gguf.TypeQ4_0 {
 		kernels.MatMulPackedQ4_0Prepared(t.out, t.ldo, w.raw, r0, r1, t.prep)
 	} else if w.packed {
@@ -569,7 +567,7 @@ func embedRow(dst []float32, w *weight, id int) {
 		rb := w.rowBytes()
 		src := w.raw[id*rb : (id+1)*rb]
 		switch w.typ {
-		case gguf.TypeQ4_K, gguf.TypeQ6_K:
+		case gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ5_0, gguf.TypeQ5_1:
 			_ = quant.Dequantize(dst, src, w.typ) // sizes checked at load
 		case gguf.TypeF16:
 			kernels.DequantizeF16(dst, src)

@@ -34,14 +34,16 @@ type kquantRef struct {
 //	stories260K Q4_K_M: logits 1.9e-6 (Q5_0 becomes Q8_0 exactly, so this is llama.cpp's own
 //	                    arithmetic); top logits 0.041 (position 0) and 0.063 (generic: one Q8_0
 //	                    activation rounding flip)
-//	stories260K Q5_K_M: logits 0.29, top 0.17 (Q5_1's offset is re-rounded into Q8_0)
+//	stories260K Q5_K_M: logits 0.22, top 0.14 (llama.cpp takes Q5_1's offset term from Q8_1
+//	                    activations, whose d·Σx is stored in fp16; the engine sums it exactly)
 //	tiny-k Q4_K_M:      logits 0.016, top 0.019 (llama.cpp rounds activations to Q8_K, one
 //	                    scale per 256, the engine to Q8_0 for K-quant weights)
 //	tiny-k Q5_K_M:      logits 0.020, top 0.014
 //
 // Teacher-forced top-1 must agree at every prompt position whose llama.cpp top-2 margin is
-// above 2·topTol (all agree: 100%, the goal is 99%), and the 64 greedy ids must be identical
-// (they are) except at such a near-tie.
+// above 2·topTol (the goal is 99%: 100% everywhere but tiny-k Q5_K_M, 63/64 with the one
+// difference at a margin of 0.03), and the 64 greedy ids must be identical (they are) except at
+// such a near-tie.
 func TestKQuantFixtures(t *testing.T) {
 	defer kernels.UseGeneric(false)
 	for _, tier := range []string{"generic", "avx2", "avx512vnni"} {

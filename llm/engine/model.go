@@ -71,7 +71,7 @@ type weight struct {
 func (m *model) quantized() bool {
 	for i := range m.layers {
 		switch m.layers[i].wq.typ {
-		case gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ6_K:
+		case gguf.TypeQ8_0, gguf.TypeQ4_0, gguf.TypeQ4_K, gguf.TypeQ5_K, gguf.TypeQ6_K, gguf.TypeQ5_1:
 			return true
 		}
 	}
