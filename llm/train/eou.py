@@ -242,8 +242,8 @@ SHORT_TURNS = [
 ]
 # Bare questions and remarks people put to an assistant, each whole as it stands, in both the forms a recogniser
 # writes ("what is your name", "what's your name"); `prepare --short-questions` adds them to the short turns. Tried
-# in session 12 and not shipped (models/README.md): they lifted bare questions the scorer was not shown
-# (cmd/voxpipe/testdata/eou-bare.tsv: median 0.37 -> 0.53) and cut the wait after short turns to a third, but
+# and not shipped (models/README.md, "Bare questions"): they lifted bare questions the scorer was not shown
+# (internal/bench/testdata/eou-bare.tsv: median 0.37 -> 0.53) and cut the wait after short turns to a third, but
 # also raised the scores of misrecognised first halves, and bench turns cut 10 of 192 paused sentences instead of 6.
 SHORT_QUESTIONS = [
     "what is your name", "what's your name", "what are you called", "how old are you", "who built you",
