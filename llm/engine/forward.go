@@ -149,6 +149,10 @@ type compute struct {
 	cos, sin []float32      // [batch][ropeDims/2]
 	attScale float32
 
+	// Sliding-window layers' RoPE (gemma3: another base, no scaling).
+	invFreqSWA     []float64
+	cosSWA, sinSWA []float32
+
 	// Current job parameters, written by the scheduler before pool.run.
 	tasks  [3]matTask
 	nTasks int
@@ -197,17 +201,18 @@ func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
 		rt.scratch[i] = make([]float32, ctxSize*(hp.heads/hp.kvHeads))
 	}
 	half := hp.ropeDims / 2
-	rt.invFreq = make([]float64, half)
-	for i := range rt.invFreq {
-		f := math.Pow(float64(hp.ropeBase), -2*float64(i)/float64(hp.ropeDims))
-		if hp.ropeFreqs != nil {
-			f /= float64(hp.ropeFreqs[i])
-		}
-		rt.invFreq[i] = f
-	}
+	rt.invFreq = ropeInvFreq(hp, hp.ropeBase, hp.ropeScale)
 	rt.cos = make([]float32, b*half)
 	rt.sin = make([]float32, b*half)
+	if hp.swa != nil {
+		rt.invFreqSWA = ropeInvFreq(hp, hp.ropeBaseSWA, 0)
+		rt.cosSWA = make([]float32, b*half)
+		rt.sinSWA = make([]float32, b*half)
+	}
 	rt.attScale = float32(1 / math.Sqrt(float64(hp.headDim)))
+	if hp.attnScale != 0 {
+		rt.attScale = hp.attnScale
+	}
 	rt.rowIdx = make([]int32, b)
 	for i := range rt.rowIdx {
 		rt.rowIdx[i] = int32(i)
@@ -355,6 +360,11 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 	for j, id := range tokens {
 		embedRow(rt.x[j*dim:(j+1)*dim], m.tokEmbd, int(id))
 	}
+	if hp.embScale != 0 {
+		for i := range rt.x[:n*dim] {
+			rt.x[i] *= hp.embScale
+		}
+	}
 	half := hp.ropeDims / 2
 	for j := 0; j < n; j++ {
 		sg := &rt.segs[rt.rowSeg[j]]
@@ -362,6 +372,10 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 		for i, f := range rt.invFreq {
 			s, c := math.Sincos(p * f)
 			rt.cos[j*half+i], rt.sin[j*half+i] = float32(c), float32(s)
+		}
+		for i, f := range rt.invFreqSWA {
+			s, c := math.Sincos(p * f)
+			rt.cosSWA[j*half+i], rt.sinSWA[j*half+i] = float32(c), float32(s)
 		}
 	}
 	var done <-chan struct{}
@@ -403,6 +417,9 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 		aq := rt.quantizeRows(rt.att, qDim, n, lw.wo)
 		rt.setTask(0, lw.wo, rt.att, aq, xb, dim, nil)
 		rt.runMats(opMat, 1)
+		if lw.attnPostNorm != nil && hp.postNorms {
+			rmsNormRows(xb, xb, lw.attnPostNorm.f32, dim, n, hp.rmsEps)
+		}
 		addInto(x, xb)
 
 		// Feed-forward.
@@ -415,6 +432,9 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 		gq := rt.quantizeRows(rt.gate, ffn, n, lw.wDown)
 		rt.setTask(0, lw.wDown, rt.gate, gq, xb, dim, nil)
 		rt.runMats(opMat, 1)
+		if lw.ffnPostNorm != nil && hp.postNorms {
+			rmsNormRows(xb, xb, lw.ffnPostNorm.f32, dim, n, hp.rmsEps)
+		}
 		addInto(x, xb)
 	}
 
@@ -430,6 +450,9 @@ func (rt *compute) forwardBatch(ctx context.Context, tokens []int32, segs []segm
 	rt.n = k
 	rt.setTask(0, m.output, xb, xq, out, hp.vocab, nil)
 	rt.runMats(opMat, 1)
+	if hp.softcap != 0 {
+		softcapLogits(out[:k*hp.vocab], hp.softcap)
+	}
 	return nil
 }
 
@@ -452,7 +475,11 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 		r1 := min(r0+g.rpc, g.w.rows)
 		rt.matRows(g, r0, r1)
 		rt.matRows(u, r0, r1)
-		kernels.SwiGLURows(g.out[r0:], u.out[r0:], g.ldo, rt.n, r1-r0)
+		if rt.hp.gelu {
+			gegluRows(g.out[r0:], u.out[r0:], g.ldo, rt.n, r1-r0)
+		} else {
+			kernels.SwiGLURows(g.out[r0:], u.out[r0:], g.ldo, rt.n, r1-r0)
+		}
 	case opAttn:
 		j, g := chunk/rt.hp.kvHeads, chunk%rt.hp.kvHeads
 		if rt.prepInAttn {
@@ -514,6 +541,9 @@ func (rt *compute) prepHeads(j, g int) {
 	hd, qDim, kvDim, grp := hp.headDim, hp.qDim(), hp.kvDim(), hp.heads/hp.kvHeads
 	half := hp.ropeDims / 2
 	cos, sin := rt.cos[j*half:(j+1)*half], rt.sin[j*half:(j+1)*half]
+	if hp.swa != nil && hp.swa[rt.layer] {
+		cos, sin = rt.cosSWA[j*half:(j+1)*half], rt.sinSWA[j*half:(j+1)*half]
+	}
 	qg := rt.q[j*qDim+g*grp*hd : j*qDim+(g+1)*grp*hd]
 	kg := rt.k[j*kvDim+g*hd : j*kvDim+(g+1)*hd]
 	if hp.qkNorm {
@@ -543,6 +573,20 @@ func (rt *compute) attend(j, g int, probs []float32) {
 	npos := sg.pos0 + j - sg.start + 1 // causal: the row sees positions [0, npos)
 	off := j*hp.qDim() + g*grp*hd
 	out, q := rt.att[off:off+grp*hd], rt.q[off:off+grp*hd]
+	if start := hp.windowStart(rt.layer, npos); start > 0 {
+		// A sliding-window layer past its window: a window starting on a
+		// key block is the kernels' attention over the cache from there.
+		if start%kernels.KeyBlock != 0 {
+			attendWindow(out, q, kv, rt.layer, g, hd, start, npos, grp, rt.attScale, probs)
+			return
+		}
+		if kv.half {
+			kernels.AttendF16(out, q, kvHead(kv, kv.k16[rt.layer], g)[start*hd:], kvHead(kv, kv.v16[rt.layer], g)[start*hd:], hd, npos-start, grp, rt.attScale, probs)
+			return
+		}
+		kernels.Attend(out, q, kvHead(kv, kv.k[rt.layer], g)[start*hd:], kvHead(kv, kv.v[rt.layer], g)[start*hd:], hd, npos-start, grp, rt.attScale, probs)
+		return
+	}
 	if kv.half {
 		kernels.AttendF16(out, q, kvHead(kv, kv.k16[rt.layer], g), kvHead(kv, kv.v16[rt.layer], g), hd, npos, grp, rt.attScale, probs)
 		return

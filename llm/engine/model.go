@@ -39,6 +39,17 @@ type hyperParams struct {
 	tiedOut   bool // no output.weight: logits use token_embd
 	ropeFreqs []float32
 
+	// Gemma 3 (arch_gemma.go); zero values leave the other architectures as they are.
+	embScale    float32 // token embeddings are multiplied by it (√dim); 0 = no scaling
+	ropeScale   float32 // linear RoPE scaling of the global layers (position × ropeScale); 0 = 1
+	ropeBaseSWA float32 // RoPE base of the sliding-window layers
+	swaWindow   int     // a sliding-window layer's query sees the swaWindow latest positions
+	swa         []bool  // per layer: sliding-window attention
+	attnScale   float32 // scale of q·k; 0 = 1/√headDim
+	postNorms   bool    // RMS norms after attention and after the FFN, before the residual adds
+	gelu        bool    // the FFN gate is GELU (tanh form), not SiLU
+	softcap     float32 // final logits become softcap·tanh(logit/softcap); 0 = none
+
 	kvHalf bool // KV caches are fp16 (chosen by the engine, not read from the file)
 }
 
@@ -104,8 +115,10 @@ type layerWeights struct {
 	attnNorm, ffnNorm *weight
 	wq, wk, wv, wo    *weight
 	bq, bk, bv        *weight // qwen2
-	qNorm, kNorm      *weight // qwen3
+	qNorm, kNorm      *weight // qwen3, gemma3
 	wGate, wUp, wDown *weight
+
+	attnPostNorm, ffnPostNorm *weight // gemma3
 }
 
 // model is the immutable part of a loaded GGUF: hyper-parameters and
@@ -123,7 +136,7 @@ func archKey(arch, key string) string { return arch + "." + key }
 // maxVocab bounds a model's vocabulary (the largest in use are ~256k).
 const maxVocab = 1 << 22
 
-// readHyperParams reads and checks the dimensions of a llama, qwen2 or qwen3 GGUF.
+// readHyperParams reads and checks the dimensions of a llama, qwen2, qwen3 or gemma3 GGUF.
 func readHyperParams(f *gguf.File) (hyperParams, error) {
 	var hp hyperParams
 	arch, ok := f.String("general.architecture")
@@ -140,8 +153,13 @@ func readHyperParams(f *gguf.File) (hyperParams, error) {
 	case "qwen3":
 		hp.rope = ropeNeox
 		hp.qkNorm = true
+	case "gemma3":
+		hp.rope = ropeNeox
+		hp.qkNorm = true
+		hp.postNorms = true
+		hp.gelu = true
 	default:
-		return hp, fmt.Errorf("%w: %q (supported: llama, qwen2, qwen3)", ErrUnsupportedArch, arch)
+		return hp, fmt.Errorf("%w: %q (supported: llama, qwen2, qwen3, gemma3)", ErrUnsupportedArch, arch)
 	}
 	need := func(key string) (int, error) {
 		v, ok := f.Uint(archKey(arch, key))
@@ -193,6 +211,11 @@ func readHyperParams(f *gguf.File) (hyperParams, error) {
 	hp.rmsEps = 1e-5
 	if v, ok := f.Float(archKey(arch, "attention.layer_norm_rms_epsilon")); ok && v > 0 {
 		hp.rmsEps = float32(v)
+	}
+	if arch == "gemma3" {
+		if err := readGemma3(f, &hp); err != nil {
+			return hp, err
+		}
 	}
 	return hp, nil
 }
@@ -278,6 +301,8 @@ func loadModel(f *gguf.File) (*model, error) {
 			{&l.bv, "attn_v.bias", []int{hp.vDim()}, !hp.qkvBias},
 			{&l.qNorm, "attn_q_norm.weight", []int{hp.headDim}, !hp.qkNorm},
 			{&l.kNorm, "attn_k_norm.weight", []int{hp.headDim}, !hp.qkNorm},
+			{&l.attnPostNorm, "post_attention_norm.weight", []int{hp.dim}, !hp.postNorms},
+			{&l.ffnPostNorm, "post_ffw_norm.weight", []int{hp.dim}, !hp.postNorms},
 		}
 		for _, s := range steps {
 			var w *weight
@@ -360,7 +385,7 @@ func (m *model) weights() []*weight {
 	}
 	for i := range m.layers {
 		l := &m.layers[i]
-		for _, w := range []*weight{l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.wGate, l.wUp, l.wDown} {
+		for _, w := range []*weight{l.attnNorm, l.ffnNorm, l.wq, l.wk, l.wv, l.wo, l.bq, l.bk, l.bv, l.qNorm, l.kNorm, l.wGate, l.wUp, l.wDown, l.attnPostNorm, l.ffnPostNorm} {
 			if w != nil {
 				ws = append(ws, w)
 			}

@@ -17,7 +17,7 @@ import (
 // Shape is a model architecture with its hyper-parameters. Embeddings are tied (no output.weight).
 type Shape struct {
 	Name      string
-	Arch      string // general.architecture: "llama" or "qwen2"
+	Arch      string // general.architecture: "llama", "qwen2" or "gemma3"
 	Vocab     int
 	Embd      int
 	Layers    int
@@ -31,6 +31,19 @@ type Shape struct {
 	QKVBias   bool   // qwen2: attn_{q,k,v}.bias
 	AddBOS    bool
 	ModelName string // general.name
+
+	// Gemma 3: attention.key_length/value_length (0 = Embd/Heads), the sliding window (0 = none)
+	// and its layer period (0 = leave the key out: llama.cpp's default of 6), the local layers'
+	// RoPE base, linear RoPE scaling of the global layers (0 = none), final logit soft-capping
+	// (0 = none). NormJitter draws norm weights as 1 + NormJitter·N(0, 1) instead of 1, so that
+	// a test tells each norm apart.
+	KeyLength     int
+	SlidingWindow int
+	SWAPattern    int
+	RopeBaseSWA   float32
+	RopeScale     float32
+	Softcap       float32
+	NormJitter    float64
 }
 
 var shapes = map[string]Shape{
@@ -51,6 +64,21 @@ var shapes = map[string]Shape{
 		Context: 256, RopeBase: 10000, RMSEps: 1e-5, Pre: "smollm", ModelName: "tiny K-quant llama (random weights)"},
 	"tiny-qwen2": {Name: "tiny-qwen2", Arch: "qwen2", Vocab: 512, Embd: 64, Layers: 2, Heads: 4, KVHeads: 2, FF: 128,
 		Context: 256, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2", QKVBias: true, ModelName: "tiny qwen2 (random weights)"},
+	// Gemma 3's shapes (google/gemma-3-270m and gemma-3-1b configs: head_dim 256, one KV head,
+	// 512-position sliding window on five layers of six, global RoPE base 1e6, local 10000).
+	"gemma3-270m": {Name: "gemma3-270m", Arch: "gemma3", Vocab: 262144, Embd: 640, Layers: 18, Heads: 4, KVHeads: 1,
+		KeyLength: 256, FF: 2048, Context: 32768, RopeBase: 1e6, RopeBaseSWA: 10000, RMSEps: 1e-6, SlidingWindow: 512,
+		Pre: "smollm", AddBOS: true, ModelName: "Gemma 3 270M (random weights)"},
+	"gemma3-1b": {Name: "gemma3-1b", Arch: "gemma3", Vocab: 262144, Embd: 1152, Layers: 26, Heads: 4, KVHeads: 1,
+		KeyLength: 256, FF: 6912, Context: 32768, RopeBase: 1e6, RopeBaseSWA: 10000, RMSEps: 1e-6, SlidingWindow: 512,
+		Pre: "smollm", AddBOS: true, ModelName: "Gemma 3 1B (random weights)"},
+	// Every Gemma 3 feature in a few kilobytes: head size 32 ≠ 64/4, an 8-position window on two
+	// layers of three (prompts longer than it exercise the window, unaligned starts included),
+	// linear RoPE scaling 8 on the global layer (as Gemma 3 4B-27B), soft-capping, jittered norms.
+	"tiny-gemma3": {Name: "tiny-gemma3", Arch: "gemma3", Vocab: 512, Embd: 64, Layers: 3, Heads: 4, KVHeads: 2,
+		KeyLength: 32, FF: 128, Context: 256, RopeBase: 1e6, RopeBaseSWA: 10000, RMSEps: 1e-6, SlidingWindow: 8,
+		SWAPattern: 3, RopeScale: 8, Softcap: 30, NormJitter: 0.3, Pre: "smollm", AddBOS: true,
+		ModelName: "tiny gemma3 (random weights)"},
 }
 
 // Shapes lists the shape names Write accepts.
@@ -70,7 +98,12 @@ func Lookup(name string) (Shape, bool) {
 }
 
 // HeadDim is the per-head dimension.
-func (s Shape) HeadDim() int { return s.Embd / s.Heads }
+func (s Shape) HeadDim() int {
+	if s.KeyLength > 0 {
+		return s.KeyLength
+	}
+	return s.Embd / s.Heads
+}
 
 // Params counts the model's parameters.
 func (s Shape) Params() int64 {
@@ -85,16 +118,21 @@ type tensorSpec struct {
 	name       string
 	cols, rows int // ne0, ne1 (rows = 1 for 1-D)
 	ones       bool
+	jitter     float64 // ones: 1 + jitter·N(0, 1)
 }
 
 // tensors lists the model's tensors in the order llama.cpp's converter writes them.
 func (s Shape) tensors() []tensorSpec {
 	hd := s.HeadDim()
 	q, kv := s.Heads*hd, s.KVHeads*hd
+	norm := func(name string, n int) tensorSpec {
+		return tensorSpec{name: name, cols: n, rows: 1, ones: true, jitter: s.NormJitter}
+	}
+	gemma := s.Arch == "gemma3"
 	ts := []tensorSpec{{name: "token_embd.weight", cols: s.Embd, rows: s.Vocab}}
 	for l := 0; l < s.Layers; l++ {
 		p := "blk." + strconv.Itoa(l) + "."
-		ts = append(ts, tensorSpec{name: p + "attn_norm.weight", cols: s.Embd, rows: 1, ones: true},
+		ts = append(ts, norm(p+"attn_norm.weight", s.Embd),
 			tensorSpec{name: p + "attn_q.weight", cols: s.Embd, rows: q},
 			tensorSpec{name: p + "attn_k.weight", cols: s.Embd, rows: kv},
 			tensorSpec{name: p + "attn_v.weight", cols: s.Embd, rows: kv})
@@ -103,13 +141,22 @@ func (s Shape) tensors() []tensorSpec {
 				tensorSpec{name: p + "attn_k.bias", cols: kv, rows: 1},
 				tensorSpec{name: p + "attn_v.bias", cols: kv, rows: 1})
 		}
-		ts = append(ts, tensorSpec{name: p + "attn_output.weight", cols: q, rows: s.Embd},
-			tensorSpec{name: p + "ffn_norm.weight", cols: s.Embd, rows: 1, ones: true},
+		if gemma {
+			ts = append(ts, norm(p+"attn_q_norm.weight", hd), norm(p+"attn_k_norm.weight", hd))
+		}
+		ts = append(ts, tensorSpec{name: p + "attn_output.weight", cols: q, rows: s.Embd})
+		if gemma {
+			ts = append(ts, norm(p+"post_attention_norm.weight", s.Embd))
+		}
+		ts = append(ts, norm(p+"ffn_norm.weight", s.Embd),
 			tensorSpec{name: p + "ffn_gate.weight", cols: s.Embd, rows: s.FF},
 			tensorSpec{name: p + "ffn_up.weight", cols: s.Embd, rows: s.FF},
 			tensorSpec{name: p + "ffn_down.weight", cols: s.FF, rows: s.Embd})
+		if gemma {
+			ts = append(ts, norm(p+"post_ffw_norm.weight", s.Embd))
+		}
 	}
-	return append(ts, tensorSpec{name: "output_norm.weight", cols: s.Embd, rows: 1, ones: true})
+	return append(ts, norm("output_norm.weight", s.Embd))
 }
 
 // Write writes a GGUF model of the named shape to path with weights of type typ (F32, F16, Q8_0
@@ -156,6 +203,9 @@ func emitRandom(ts tensorSpec, typ gguf.Type, seed, index uint64) func(io.Writer
 			for i := range row {
 				if ts.ones {
 					row[i] = 1
+					if ts.jitter != 0 {
+						row[i] += float32(rng.NormFloat64() * ts.jitter)
+					}
 				} else {
 					row[i] = float32(rng.NormFloat64() * 0.02)
 				}
@@ -183,6 +233,24 @@ func (s Shape) setMetadata(w *gguf.Writer, ftype uint32, typ gguf.Type) {
 	w.Set(a+"rope.dimension_count", uint32(s.HeadDim()))
 	w.Set(a+"rope.freq_base", s.RopeBase)
 	w.Set(a+"attention.layer_norm_rms_epsilon", s.RMSEps)
+	if s.KeyLength > 0 {
+		w.Set(a+"attention.key_length", uint32(s.KeyLength))
+		w.Set(a+"attention.value_length", uint32(s.KeyLength))
+	}
+	if s.SlidingWindow > 0 {
+		w.Set(a+"attention.sliding_window", uint32(s.SlidingWindow))
+		w.Set(a+"rope.freq_base_swa", s.RopeBaseSWA)
+	}
+	if s.SWAPattern > 0 {
+		w.Set(a+"attention.sliding_window_pattern", uint32(s.SWAPattern))
+	}
+	if s.RopeScale > 0 {
+		w.Set(a+"rope.scaling.type", "linear")
+		w.Set(a+"rope.scaling.factor", s.RopeScale)
+	}
+	if s.Softcap > 0 {
+		w.Set(a+"final_logit_softcapping", s.Softcap)
+	}
 	w.Set("general.file_type", ftype)
 	if typ == gguf.TypeQ8_0 || typ == gguf.TypeQ4_0 {
 		w.Set("general.quantization_version", uint32(2))

@@ -12,7 +12,7 @@ import (
 
 func TestTinyAllTypes(t *testing.T) {
 	dir := t.TempDir()
-	for _, shape := range []string{"tiny", "tiny-qwen2"} {
+	for _, shape := range []string{"tiny", "tiny-qwen2", "tiny-gemma3"} {
 		s, _ := Lookup(shape)
 		for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0} {
 			path := filepath.Join(dir, shape+"-"+typ.String()+".gguf")
@@ -48,6 +48,16 @@ func checkMetadata(t *testing.T, f *gguf.File, s Shape) {
 	}
 	if got, _ := f.Float(a + "attention.layer_norm_rms_epsilon"); float32(got) != s.RMSEps {
 		t.Errorf("%s: rms eps %v", s.Name, got)
+	}
+	if s.KeyLength > 0 {
+		if got, _ := f.Uint(a + "attention.key_length"); got != uint64(s.KeyLength) {
+			t.Errorf("%s: key_length %d", s.Name, got)
+		}
+	}
+	if s.SlidingWindow > 0 {
+		if got, _ := f.Uint(a + "attention.sliding_window"); got != uint64(s.SlidingWindow) {
+			t.Errorf("%s: sliding_window %d", s.Name, got)
+		}
 	}
 	if arch, _ := f.String("general.architecture"); arch != s.Arch {
 		t.Errorf("architecture %q", arch)
@@ -107,6 +117,13 @@ func checkTensors(t *testing.T, f *gguf.File, s Shape, typ gguf.Type) {
 		}
 		n := float64(len(x))
 		mean, std := sum/n, math.Sqrt(sq/n-(sum/n)*(sum/n))
+		if ts.ones && ts.jitter != 0 {
+			// 1 + jitter·N(0, 1), over ≥ 32 samples.
+			if math.Abs(mean-1) > ts.jitter || math.Abs(std-ts.jitter) > ts.jitter/2 {
+				t.Fatalf("%s: norm %s mean %v std %v, want ≈ 1 ± %v", s.Name, ts.name, mean, std, ts.jitter)
+			}
+			continue
+		}
 		if ts.ones {
 			if mean != 1 || std > 1e-6 {
 				t.Fatalf("%s: norm %s mean %v std %v, want all 1", s.Name, ts.name, mean, std)
@@ -193,7 +210,9 @@ func TestUnknownShape(t *testing.T) {
 
 func TestParamCounts(t *testing.T) {
 	// llama.cpp's reported sizes for the anchors: 134.5 M and 494 M parameters.
-	for name, want := range map[string]float64{"smollm2-135m": 134.5e6, "qwen2.5-0.5b": 494.0e6, "llama-1b": 1235.8e6} {
+	// Gemma 3: the published 268 M (270m) and 1000 M (1b).
+	for name, want := range map[string]float64{"smollm2-135m": 134.5e6, "qwen2.5-0.5b": 494.0e6, "llama-1b": 1235.8e6,
+		"gemma3-270m": 268.1e6, "gemma3-1b": 999.9e6} {
 		s, _ := Lookup(name)
 		if got := float64(s.Params()); math.Abs(got-want)/want > 0.005 {
 			t.Errorf("%s: %d parameters, want ≈ %.1f M", name, s.Params(), want/1e6)
