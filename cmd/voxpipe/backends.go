@@ -298,6 +298,9 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	pc.VAD.SpeechProb = p.VAD.SpeechProb
 	pc.BargeIn = p.BargeIn
 	pc.BargeInMinSpeechMs = p.BargeInMinSpeechMs
+	pc.Backchannel = backchannelConfig(p.Backchannels)
+	pc.Echo = pipeline.EchoConfig{Mode: pipeline.EchoMode(p.Echo.Mode), MaxDelayMs: p.Echo.MaxDelayMs, TailMs: p.Echo.TailMs}
+	pc.Denoise = pipeline.DenoiseConfig{On: p.Denoise.Enabled, MaxDB: p.Denoise.MaxDB}
 	pc.SystemPrompt = p.SystemPrompt
 	pc.MaxTokens = p.MaxTokens
 	pc.Temperature = p.Temperature
@@ -319,6 +322,21 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 		pc.PauseFinal = 0
 	}
 	return pc
+}
+
+// backchannelConfig merges every language's backchannels, in the order of
+// the languages' names.
+func backchannelConfig(b config.Backchannels) pipeline.BackchannelConfig {
+	langs := make([]string, 0, len(b.Words))
+	for l := range b.Words {
+		langs = append(langs, l)
+	}
+	sort.Strings(langs)
+	var words []string
+	for _, l := range langs {
+		words = append(words, b.Words[l]...)
+	}
+	return pipeline.BackchannelConfig{Words: words, MaxMs: b.MaxMs}
 }
 
 // closerFunc adapts a function to io.Closer.

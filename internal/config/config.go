@@ -188,9 +188,16 @@ type Log struct {
 
 // Pipeline holds per-session behaviour (pipeline.Config).
 type Pipeline struct {
-	VAD                   VAD           `yaml:"vad"`
-	BargeIn               bool          `yaml:"barge_in"`
-	BargeInMinSpeechMs    int           `yaml:"barge_in_min_speech_ms"`
+	VAD                VAD  `yaml:"vad"`
+	BargeIn            bool `yaml:"barge_in"`
+	BargeInMinSpeechMs int  `yaml:"barge_in_min_speech_ms"`
+	// Backchannels said over the answer do not cut it
+	// (pipeline.BackchannelConfig).
+	Backchannels Backchannels `yaml:"backchannels"`
+	// Echo is the server-side echo cancellation (pipeline.EchoConfig);
+	// Denoise the noise suppression before the VAD and the recogniser.
+	Echo                  Echo          `yaml:"echo"`
+	Denoise               Denoise       `yaml:"denoise"`
 	SystemPrompt          string        `yaml:"system_prompt"`
 	MaxTokens             int           `yaml:"max_tokens"`
 	Temperature           float32       `yaml:"temperature"`
@@ -213,6 +220,29 @@ type Pipeline struct {
 	// had stopped (the words are answered, the client gets turn_limit);
 	// 0 = no limit.
 	MaxTurn time.Duration `yaml:"max_turn"`
+}
+
+// Backchannels are the acknowledgements that do not interrupt the answer.
+type Backchannels struct {
+	// Words by language, as the recogniser spells them; a session takes
+	// every language's. None: every utterance over the answer cuts it.
+	Words map[string][]string `yaml:"words"`
+	// MaxMs of voiced speech interrupts whatever its words.
+	MaxMs int `yaml:"max_ms"`
+}
+
+// Echo is the server-side echo cancellation (pipeline.EchoConfig).
+type Echo struct {
+	Mode       string `yaml:"mode"` // auto | on | off
+	MaxDelayMs int    `yaml:"max_delay_ms"`
+	TailMs     int    `yaml:"tail_ms"`
+}
+
+// Denoise is the noise suppression before the VAD and the recogniser
+// (pipeline.DenoiseConfig).
+type Denoise struct {
+	Enabled bool `yaml:"enabled"`
+	MaxDB   int  `yaml:"max_db"`
 }
 
 // Turn decides when the person's turn is over (pipeline/turn.Config).
@@ -457,9 +487,15 @@ func Default() Config {
 		Telemetry: Telemetry{ServiceName: "voxpipe"},
 		Log:       Log{Level: "info", Format: "auto"},
 		Pipeline: Pipeline{
-			VAD:                   VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10, Detector: "energy", SpeechProb: 0.5},
-			BargeIn:               true,
-			BargeInMinSpeechMs:    200,
+			VAD:                VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10, Detector: "energy", SpeechProb: 0.5},
+			BargeIn:            true,
+			BargeInMinSpeechMs: 200,
+			Backchannels: Backchannels{MaxMs: 1000, Words: map[string][]string{
+				"en": {"mm", "mhm", "mm-hm", "mm-hmm", "hm", "hmm", "uh-huh", "uh huh", "huh", "yeah", "yes", "yep", "yup",
+					"ok", "okay", "right", "sure", "i see", "got it", "alright"},
+				"zh": {"嗯", "对", "好", "好的", "是", "是的", "哦", "噢"},
+			}},
+			Echo:                  Echo{Mode: "auto", MaxDelayMs: 400, TailMs: 150},
 			SystemPrompt:          "You are voxpipe, a friendly voice assistant. Answer in one or two short spoken sentences.",
 			MaxTokens:             128,
 			Temperature:           0,
