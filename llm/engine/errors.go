@@ -5,7 +5,8 @@ import "errors"
 var (
 	// ErrModelNotFound is returned by Open when the model file does not exist.
 	ErrModelNotFound = errors.New("engine: model file not found")
-	// ErrUnsupportedArch is returned for a GGUF whose general.architecture is not llama, qwen2 or qwen3.
+	// ErrUnsupportedArch is returned for a GGUF whose general.architecture is not llama, qwen2, qwen3
+	// or gemma3, or whose architecture settings the engine does not implement.
 	ErrUnsupportedArch = errors.New("engine: unsupported architecture")
 	// ErrMissingKey is returned when a required metadata key is absent.
 	ErrMissingKey = errors.New("engine: missing metadata key")
