@@ -325,6 +325,7 @@ func (c *conn) handleStart(msg voice.Message) {
 	cfg := c.srv.cfg.Pipeline
 	cfg.InputRate, cfg.OutputRate = msg.SampleRate, outRate
 	cfg.Device = msg.Device
+	cfg.DeviceEcho = msg.EchoCancelled != nil && !*msg.EchoCancelled
 	// The resumed session joins the conversation of the chain's first
 	// session, so its timers ring here.
 	cfg.ConversationKey = conversation

@@ -262,6 +262,9 @@ func (c *conn) hello(m deviceMessage) {
 	cfg := c.h.host.Pipeline
 	cfg.InputRate, cfg.OutputRate = uplinkRate, c.h.cfg.OutputRate
 	cfg.Device = c.info.DeviceID
+	// A board without echo cancellation hears the answer it plays: the
+	// session cancels it (pipeline.echo.mode auto), and barge-in stays on.
+	cfg.DeviceEcho = !bool(m.Features.AEC)
 	// A device that reconnects gets its conversation back: a timer it set
 	// before the drop rings after it (tools.Conversations).
 	if c.info.DeviceID != "" {

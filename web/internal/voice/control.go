@@ -31,6 +31,11 @@ type Message struct {
 	// pipeline.MaxDeviceIDBytes): the server remembers the speaker heard at
 	// it from one session to the next (pipeline.SpeakerMemory).
 	Device string `json:"device"`
+	// EchoCancelled false says the client plays the answer into its own
+	// microphone uncancelled (a speaker without echo cancellation): the
+	// server cancels that echo (pipeline.Config.DeviceEcho). Absent: true,
+	// as browsers cancel their own.
+	EchoCancelled *bool `json:"echo_cancelled"`
 	// Resume, when set, is the session_token of a dropped session to
 	// continue (docs/protocol.md).
 	Resume string `json:"resume"`
