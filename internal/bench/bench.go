@@ -62,6 +62,10 @@ const Usage = `  bench turns       end of turn and heard latency: synthetic and 
                     ends (training rows for the scorer)
   bench asr         WER and final latency of the configured recogniser on WAV sets
   bench asr-sets    write the real-speech WAV sets from Debian packages
+  bench rooms       real recordings in noise (pink, brown, babble, music, tv)
+                    at 0-20 dB SNR: VAD starts and ends, turns started by
+                    noise alone, and (--live) WER and heard latency, for the
+                    energy and silero speech detectors
 `
 
 // Run runs `voxpipe bench <name> [flags]`; args start at the name.
@@ -81,6 +85,8 @@ func (w *Wiring) Run(ctx context.Context, args []string, stdout io.Writer) error
 		return w.runBenchASR(ctx, args[1:], stdout)
 	case "asr-sets":
 		return runBenchASRSets(args[1:], stdout)
+	case "rooms":
+		return w.runBenchRooms(ctx, args[1:], stdout)
 	}
 	fmt.Fprint(os.Stderr, "usage: voxpipe bench <name> [flags]\n\n"+Usage)
 	return fmt.Errorf("%w: bench: unknown %q", ErrUsage, args[0])

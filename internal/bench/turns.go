@@ -72,6 +72,7 @@ type benchItem struct {
 	pcm       []int16 // 16 kHz, lead silence included, no tail
 	speechEnd int     // index after the last audible sample
 	roomRMS   float64 // the room's noise after pcm (0: quiet, about -70 dBFS)
+	tail      []int16 // the room after pcm, looped, instead of roomRMS noise (bench rooms)
 }
 
 type itemRun struct {
@@ -588,9 +589,12 @@ func streamItem(ctx context.Context, url string, it *benchItem, device string, m
 		for i := range frame {
 			n := f*frame + i
 			var v int16
-			if n < len(it.pcm) {
+			switch {
+			case n < len(it.pcm):
 				v = it.pcm[n]
-			} else {
+			case it.tail != nil:
+				v = it.tail[(n-len(it.pcm))%len(it.tail)]
+			default:
 				v = int16(noise.NormFloat64() * room) // the room after speech
 			}
 			binary.LittleEndian.PutUint16(buf[2*i:], uint16(v))
