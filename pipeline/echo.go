@@ -327,8 +327,11 @@ func (c *micCleaner) clean(frame []int16, arrived time.Time) []int16 {
 	out := c.process(frame, c.refBuf)
 	outE := frameEnergy(out)
 	if lag, moved := c.delay.add(refE, micE, outE); moved {
-		c.bulk = int64(max(0, lag-1)) * n
-		c.proc.Reset()
+		if bulk := int64(max(0, lag-1)) * n; bulk != c.bulk {
+			c.bulk = bulk
+			c.proc.Reset()
+			c.delay.restarted()
+		}
 		c.log.Debug().Int("echo_delay_ms", lag*frameMs).Float64("echo_gain_db", c.delay.gainDB()).
 			Msg("echo path delay (envelope correlation): the canceller starts over at it")
 	}
@@ -504,9 +507,7 @@ func (d *echoDelay) estimate() (int, bool) {
 	d.erle = max(1, erles[len(erles)*3/4])
 	switch {
 	case d.lag < 0, bestLag == d.candidate && abs(bestLag-d.lag) > 1:
-		// The canceller starts over at the new delay: until the next
-		// estimate it is assumed to remove nothing.
-		d.lag, d.candidate, d.erle = bestLag, -1, 1
+		d.lag, d.candidate = bestLag, -1
 		return d.lag, true
 	case abs(bestLag-d.lag) > 1:
 		d.candidate = bestLag // moved: wait for a second estimate to agree
@@ -516,10 +517,18 @@ func (d *echoDelay) estimate() (int, bool) {
 	return d.lag, false
 }
 
+// restarted: the canceller starts over (at a new delay); until the next
+// estimate it is assumed to remove nothing, and the gate lets through only
+// what is clearly louder than the echo.
+func (d *echoDelay) restarted() { d.erle = 0 }
+
 // masks says whether a cleaned frame of energy outE is echo alone.
 func (d *echoDelay) masks(outE float64) bool {
 	if d.echoNow < activeEnergy {
 		return false
+	}
+	if d.erle == 0 {
+		return outE < 2*d.echoNow
 	}
 	thr := d.echoNow * min(gateMax, max(gateMin, gateMargin/d.erle))
 	return outE < thr
