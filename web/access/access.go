@@ -236,6 +236,11 @@ func (g *Guard) Admit(rule Rule, w http.ResponseWriter, r *http.Request, device 
 			who = "token"
 		case rule == Device && device != nil && device(r):
 			// The device handler checks the device token itself too.
+		case rule == Device:
+			// A device sends the token its OTA check handed out, never a key.
+			g.refuse(w, r, http.StatusUnauthorized, RejectAuth, CodeUnauthorized,
+				"missing or invalid device token: a device sends the token of its OTA check (server.xiaozhi.token, which this server must set while API keys are on) as \"Authorization: Bearer <token>\"; a client may send an API key instead")
+			return r, false
 		default:
 			g.refuse(w, r, http.StatusUnauthorized, RejectAuth, CodeUnauthorized,
 				"missing or invalid API key: send \"Authorization: Bearer <key>\", or a session token from POST "+TokenPath+" as ?token=")

@@ -280,6 +280,10 @@ func TestDeviceRule(t *testing.T) {
 	if strings.Contains(principal, "the-key") {
 		t.Errorf("principal %q holds the key", principal)
 	}
+	// A refused device is told about the device token, not only keys.
+	if w := do(h, "GET", "/xiaozhi/v1/"); !strings.Contains(w.Body.String(), "server.xiaozhi.token") {
+		t.Errorf("refused device: %s, want the device token named", w.Body.String())
+	}
 	// Keyless: the device handler alone decides on its token.
 	open := New(Config{}).Protect(Device, teapot, device)
 	if w := do(open, "GET", "/xiaozhi/v1/"); w.Code != http.StatusTeapot {
