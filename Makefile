@@ -10,10 +10,11 @@ BENCHTIME ?= 200ms
 
 # Debian packages for cgo (pocketsphinx, flite, espeak-ng, libopus) and the
 # models/test data the tests use, and the knowledge base's default dictionary
-# (WordNet, FOLDOC, the Jargon File; llm/knowledge).
+# (WordNet, FOLDOC, the Jargon File; llm/knowledge), and HAProxy for the
+# load-balancer test (internal/scaletest).
 DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-dev \
 	pocketsphinx-en-us pocketsphinx-testdata flite1-dev libespeak-ng-dev espeak-ng \
-	libspeexdsp-dev sox pkg-config gcc chromium nodejs wordnet-base dict-foldoc dict-jargon
+	libspeexdsp-dev sox pkg-config gcc chromium nodejs wordnet-base dict-foldoc dict-jargon haproxy
 # The browser test drives Debian's Chromium with playwright-core (which never
 # downloads a browser of its own).
 BROWSER_TEST_DIR := web/testdata/browser
