@@ -487,7 +487,7 @@ func Default() Config {
 		Telemetry: Telemetry{ServiceName: "voxpipe"},
 		Log:       Log{Level: "info", Format: "auto"},
 		Pipeline: Pipeline{
-			VAD:                VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10, Detector: "energy", SpeechProb: 0.5},
+			VAD:                VAD{StartMs: 100, EndSilenceMs: 500, PreRollMs: 300, ThresholdDB: 10, Detector: "silero", SpeechProb: 0.5},
 			BargeIn:            true,
 			BargeInMinSpeechMs: 200,
 			Backchannels: Backchannels{MaxMs: 1000, Words: map[string][]string{
