@@ -170,6 +170,7 @@ func llmRun(ctx context.Context, args []string, in io.Reader, out io.Writer) err
 		return err
 	}
 	defer e.Close()
+	fmt.Fprintln(os.Stderr, "loaded:", e.Info()) // stdout is the answer
 	req := llm.Request{MaxTokens: *maxTokens, Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), Seed: *seed}
 	var history []llm.Message
 	if *system != "" {
@@ -459,6 +460,7 @@ func llmBench(ctx context.Context, args []string, out io.Writer) error {
 		return json.NewEncoder(out).Encode(rep)
 	}
 	fmt.Fprintf(out, "model    %s (%d threads, %s kernels, GOMAXPROCS %d)\n", rep.Model, rep.Threads, rep.Kernels, rep.GOMAXPROCS)
+	fmt.Fprintf(out, "loaded   %s\n", e.Info())
 	fmt.Fprintf(out, "load     %.0f ms\n", rep.LoadMs)
 	fmt.Fprintf(out, "prompt   %d tokens: %.1f tokens/s (%.2f CPU-s)\n", rep.PromptTokens, rep.PromptTokensPerS, rep.PromptCPUSeconds)
 	fmt.Fprintf(out, "ttft     %.1f ms\n", rep.TTFTMs)
