@@ -15,6 +15,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/internal/config"
 	"github.com/voxpipe/voxpipe/llm/knowledge/store"
+	"github.com/voxpipe/voxpipe/llm/openaiapi"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/answercache"
 )
@@ -137,4 +138,14 @@ func readQuestions(path string) ([]string, error) {
 		}
 	}
 	return qs, sc.Err()
+}
+
+// apiAnswers lets /v1 requests that opt in use the voice sessions' cache,
+// in a scope of their own (their system prompt and sampling are the
+// request's); nil without a cache.
+func apiAnswers(ac *pipeline.AnswerCache) *openaiapi.Answers {
+	if ac == nil {
+		return nil
+	}
+	return &openaiapi.Answers{Cache: ac.Cache, Scope: answercache.Scope{Model: "v1 " + ac.Scope.Model}, Knowledge: ac.Knowledge}
 }

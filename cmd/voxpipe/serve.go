@@ -137,6 +137,7 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	apiLim := apiLimits(cfg.Server.API)
 	var ws *web.Server
 	apiLim.OnReject = apiRejections(&ws)
+	apiLim.Answers = apiAnswers(be.Answers)
 	var rec *record.Recorder
 	if rc := cfg.Server.Record; rc.Enabled {
 		if rec, err = record.New(record.Config{Dir: rc.Dir, MaxRecordings: rc.MaxRecordings, MaxBytes: rc.MaxBytes, MaxAge: rc.MaxAge},

@@ -63,6 +63,9 @@ type Limits struct {
 	// OnReject, when set, is told the parameter of each refused request
 	// (for a metric).
 	OnReject func(param string)
+	// Answers, when set, answers the requests that opt in from an answer
+	// cache (cache.go). Not a limit: the handler's one other option.
+	Answers *Answers
 }
 
 // Defaults and hard bounds of Limits.
@@ -79,6 +82,11 @@ const (
 // request continues (voxpipe's llm/openai client sends its session id in
 // it). It takes precedence over the body's prompt_cache_key and user.
 const ConversationHeader = "X-Voxpipe-Conversation"
+
+// CacheHeader is the response header that says what the answer cache did
+// for a request that opted in ("voxpipe_cache": true): hit, miss, or
+// bypass (not one question safe to cache).
+const CacheHeader = "X-Voxpipe-Cache"
 
 // conversationPrefix keeps /v1 conversations apart from the voice
 // sessions' own on the same model.
@@ -196,6 +204,10 @@ type chatRequest struct {
 	// end-user id. Either names the conversation when the header does not.
 	PromptCacheKey string `json:"prompt_cache_key"`
 	User           string `json:"user"`
+	// VoxpipeCache opts the request in to voxpipe's answer cache
+	// (Limits.Answers); the response's X-Voxpipe-Cache header says hit or
+	// miss.
+	VoxpipeCache bool `json:"voxpipe_cache"`
 }
 
 type chatMessage struct {
@@ -444,7 +456,15 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithCancel(r.Context()) // ends when the client disconnects
 	defer cancel()
-	tokens, err := s.model.Stream(ctx, req)
+	var tokens <-chan llm.Token
+	var err error
+	cached := ""
+	if raw.VoxpipeCache && s.lim.Answers != nil {
+		tokens, cached, err = s.lim.Answers.stream(ctx, s.model, req)
+		w.Header().Set(CacheHeader, cached)
+	} else {
+		tokens, err = s.model.Stream(ctx, req)
+	}
 	if err != nil {
 		if errors.Is(err, llm.ErrBusy) {
 			writeError(w, busy())
@@ -481,6 +501,9 @@ func (s *server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	if usage != nil {
 		ev = ev.Int("prompt_tokens", usage.PromptTokens).Int("completion_tokens", usage.CompletionTokens)
+	}
+	if cached != "" {
+		ev = ev.Str("cache", cached)
 	}
 	ev.Bool("stream", raw.Stream).Dur("took", time.Since(start)).Msg("openaiapi: chat completion")
 }
