@@ -5,9 +5,11 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/voxpipe/voxpipe/internal/config"
 	"github.com/voxpipe/voxpipe/llm"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
@@ -173,5 +175,17 @@ func TestStopStrings(t *testing.T) {
 	}
 	if s := StopStrings(Raw); s != nil {
 		t.Errorf("raw %v", s)
+	}
+}
+
+// TestConfigNames: llm.engine.chat_template accepts every template name.
+func TestConfigNames(t *testing.T) {
+	for _, n := range Names {
+		if !slices.Contains(config.ChatTemplates, n) {
+			t.Errorf("internal/config.ChatTemplates lacks %q", n)
+		}
+	}
+	if len(config.ChatTemplates) != len(Names)+1 {
+		t.Errorf("internal/config.ChatTemplates %v is not \"\" and Names %v", config.ChatTemplates, Names)
 	}
 }
