@@ -79,6 +79,9 @@ type noiseRoom struct {
 	// room; a session that opens in the noise pays for that once).
 	Settled    int     `json:"settled_starts"`
 	SettledMin float64 `json:"settled_starts_per_minute"`
+	// InSpeech is the share of the time the VAD was in an utterance: one
+	// start that never ends shows here, not in Starts.
+	InSpeech float64 `json:"in_speech"`
 }
 
 // settleSec is when vadOnNoise starts counting settled starts.
@@ -332,6 +335,7 @@ func vadOnNoise(vc audio.VADConfig, name string, noise []float64, levelDBFS, min
 	pcm := audiotest.Scale(noise, levelDBFS)
 	const frame = benchRate / 50
 	total := int(minutes * 60 * benchRate / frame)
+	speech := 0
 	for f := range total {
 		off := (f * frame) % (len(pcm) - frame)
 		if v.Process(pcm[off:off+frame]) == audio.VADSpeechStart {
@@ -340,7 +344,11 @@ func vadOnNoise(vc audio.VADConfig, name string, noise []float64, levelDBFS, min
 				r.Settled++
 			}
 		}
+		if v.InSpeech() {
+			speech++
+		}
 	}
+	r.InSpeech = float64(speech) / float64(max(1, total))
 	r.PerMinute = float64(r.Starts) / minutes
 	r.SettledMin = float64(r.Settled) / max(1.0/60, minutes-settleSec/60.0)
 	return r, nil
@@ -429,8 +437,8 @@ func printRooms(w io.Writer, rep roomsReport) {
 	}
 	fmt.Fprintln(w, "noise alone: turns started per minute")
 	for _, r := range rep.Noise {
-		fmt.Fprintf(w, "  %-7s %6.0f dBFS  %-7s %5.1f/min (%d in %.0f min; %d after the first %d s)\n", r.Noise, r.LevelDBFS, r.Detector,
-			r.PerMinute, r.Starts, r.Minutes, r.Settled, settleSec)
+		fmt.Fprintf(w, "  %-7s %6.0f dBFS  %-7s %5.1f/min (%d in %.0f min; %d after the first %d s)  in speech %3.0f%% of the time\n", r.Noise, r.LevelDBFS, r.Detector,
+			r.PerMinute, r.Starts, r.Minutes, r.Settled, settleSec, 100*r.InSpeech)
 	}
 	if len(rep.Live) > 0 {
 		fmt.Fprintln(w, "live (two servers, real time)")
