@@ -116,7 +116,10 @@ func cpuSeconds(pid int) float64 {
 // LiveKit participant whose room the agent serves (client → livekit-server
 // → agent and back), and a direct WebRTC client of voxpipe's own
 // /rtc/offer. The turns alternate (which path goes first alternates too);
-// it reports each path's median and the median of the paired differences,
+// it reports each path's median and the median of the paired differences;
+// each path's part of heard latency outside the server's voice-to-voice
+// (heard − the trace's voice_to_voice_ms: the trip up and down and the
+// receiver's buffering), which the pipeline's own variance does not touch;
 // and the livekit-server process's CPU per second of the run.
 //
 //	go test -run '^$' -bench HeardLiveKitVsWebRTC -benchtime 10x ./web/lkagent
@@ -145,33 +148,41 @@ func BenchmarkHeardLiveKitVsWebRTC(b *testing.B) {
 	viaLK := joinCaller(b, lk, "room-bench", "caller")
 	viaLK.waitEvent(30*time.Second, "ready (livekit)", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady })
 
-	turn := func(l *listener, speak func([]int16, int) time.Time) float64 {
+	// turn returns the client's heard latency and its part outside the
+	// server's voice-to-voice (the trip up and down, the jitter buffers).
+	turn := func(l *listener, speak func([]int16, int) time.Time) (heard, transport float64) {
 		spoken := speak(question, 1200)
 		tr := l.waitEvent(30*time.Second, "trace", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventTrace })
 		n, first := l.heard(tr.Turn)
-		if n < 10 || first.IsZero() {
-			b.Fatalf("turn %d: %d audible answer packets", tr.Turn, n)
+		if n < 10 || first.IsZero() || tr.VoiceToVoiceMs == nil {
+			b.Fatalf("turn %d: %d audible answer packets, server v2v %v", tr.Turn, n, tr.VoiceToVoiceMs)
 		}
-		return float64(first.Sub(spoken).Microseconds()) / 1000
+		heard = float64(first.Sub(spoken).Microseconds()) / 1000
+		return heard, heard - *tr.VoiceToVoiceMs
 	}
-	var lkMs, rtcMs, diffs []float64
+	var lkMs, rtcMs, diffs, lkNet, rtcNet []float64
 	cpu0, wall0 := cpuSeconds(lk.pid), time.Now()
 	b.ResetTimer()
 	for i := range b.N {
-		var l, r float64
+		var l, r, ln, rn float64
 		if i%2 == 0 {
-			l, r = turn(viaLK.listener, viaLK.say), turn(direct.listener, direct.say)
+			l, ln = turn(viaLK.listener, viaLK.say)
+			r, rn = turn(direct.listener, direct.say)
 		} else {
-			r, l = turn(direct.listener, direct.say), turn(viaLK.listener, viaLK.say)
+			r, rn = turn(direct.listener, direct.say)
+			l, ln = turn(viaLK.listener, viaLK.say)
 		}
 		lkMs, rtcMs, diffs = append(lkMs, l), append(rtcMs, r), append(diffs, l-r)
-		b.Logf("pair %d: livekit %.1f ms, webrtc %.1f ms, difference %+.1f ms", i+1, l, r, l-r)
+		lkNet, rtcNet = append(lkNet, ln), append(rtcNet, rn)
+		b.Logf("pair %d: heard livekit %.1f ms (%.1f outside the server), webrtc %.1f ms (%.1f), difference %+.1f ms", i+1, l, ln, r, rn, l-r)
 	}
 	b.StopTimer()
 	cores := (cpuSeconds(lk.pid) - cpu0) / time.Since(wall0).Seconds()
 	b.ReportMetric(median(lkMs), "livekit-heard-ms")
 	b.ReportMetric(median(rtcMs), "webrtc-heard-ms")
 	b.ReportMetric(median(diffs), "paired-diff-ms")
+	b.ReportMetric(median(lkNet), "livekit-transport-ms")
+	b.ReportMetric(median(rtcNet), "webrtc-transport-ms")
 	b.ReportMetric(cores, "sfu-cores")
 }
 
