@@ -15,8 +15,8 @@ func TestSummariseCache(t *testing.T) {
 	turns := []turnResult{
 		{Cache: pipeline.CacheMiss, HeardMs: ms(900)},
 		{Cache: pipeline.CacheMiss, HeardMs: ms(1100)},
-		{Cache: pipeline.CacheHit, HeardMs: ms(300)},
-		{Cache: pipeline.CacheHit, HeardMs: ms(320)},
+		{Cache: pipeline.CacheHit, HeardMs: ms(300), EndSilenceMs: 260},
+		{Cache: pipeline.CacheHit, HeardMs: ms(320), EndSilenceMs: 300},
 		{Cache: pipeline.CacheOff, HeardMs: ms(1000)},
 		{HeardMs: ms(1000)}, // no outcome reported: not counted
 	}
@@ -30,6 +30,9 @@ func TestSummariseCache(t *testing.T) {
 	}
 	if c.HitHeard.P50 != 300 || c.MissHeard.P50 != 900 || c.MissHeard.P95 != 1100 {
 		t.Errorf("heard hit %+v miss %+v", c.HitHeard, c.MissHeard)
+	}
+	if c.HitAfterEOT.P50 != 20 || c.HitAfterEOT.P95 != 40 || c.MissAfterEOT.P50 != 0 {
+		t.Errorf("after the end-of-turn wait: hits %+v misses %+v, want 20/40 and none", c.HitAfterEOT, c.MissAfterEOT)
 	}
 	var b bytes.Buffer
 	writeTable(&b, report{Results: []levelStats{st}})

@@ -300,7 +300,7 @@ func converse(ctx context.Context, l link, rate, playRate int, p sessionPlan, in
 			}
 			a.res.Marks, a.res.V2VMs = ev.Marks, ev.VoiceToVoiceMs
 			a.res.PromptTokens, a.res.CachedTokens, a.res.EarlyTokens, a.res.TTFTMs = ev.PromptTokens, ev.CachedTokens, ev.EarlyTokens, ev.TTFTMs
-			a.res.Cache = ev.Cache
+			a.res.Cache, a.res.EndSilenceMs = ev.Cache, ev.EndSilenceMs
 			if final, ok := ev.Marks[pipeline.MarkASRFinal]; ok && !a.finalAt.IsZero() {
 				// The server's speech_end on this clock: the final's
 				// arrival less its asr_final mark (voiceclient.Meter).

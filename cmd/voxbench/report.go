@@ -138,8 +138,9 @@ func writeTable(w io.Writer, r report) {
 	fmt.Fprintf(w, "* within the %d ms SLO; largest N within it: %d\n", r.SLOMs, r.MaxWithinSLO)
 	for _, st := range r.Results {
 		if c := st.Cache; c != nil {
-			fmt.Fprintf(w, "answer cache at N=%d: %d hits, %d misses, %d off (hit rate %.1f%%); heard p50/p95 hits %.0f/%.0f ms, misses %.0f/%.0f ms, off %.0f/%.0f ms\n",
-				st.Sessions, c.Hits, c.Misses, c.Off, c.HitRatePct, c.HitHeard.P50, c.HitHeard.P95, c.MissHeard.P50, c.MissHeard.P95, c.OffHeard.P50, c.OffHeard.P95)
+			fmt.Fprintf(w, "answer cache at N=%d: %d hits, %d misses, %d off (hit rate %.1f%%); heard p50/p95 hits %.0f/%.0f ms, misses %.0f/%.0f ms, off %.0f/%.0f ms; after the end-of-turn wait hits %.0f/%.0f ms, misses %.0f/%.0f ms\n",
+				st.Sessions, c.Hits, c.Misses, c.Off, c.HitRatePct, c.HitHeard.P50, c.HitHeard.P95, c.MissHeard.P50, c.MissHeard.P95, c.OffHeard.P50, c.OffHeard.P95,
+				c.HitAfterEOT.P50, c.HitAfterEOT.P95, c.MissAfterEOT.P50, c.MissAfterEOT.P95)
 		}
 	}
 	stages := stageOrder(r.Results)

@@ -34,8 +34,10 @@ type turnResult struct {
 	// Code is the error event's code when the turn failed ("" = none).
 	Code string
 	// Cache is the trace's answer cache outcome: hit, miss, off ("": none
-	// reported).
-	Cache string
+	// reported); EndSilenceMs the trace's end-of-turn wait (the silence
+	// waited after the last speech before the turn was committed).
+	Cache        string
+	EndSilenceMs int
 }
 
 // levelStats summarises one level (N sessions).
@@ -102,12 +104,17 @@ type cacheStats struct {
 	HitHeard   stageStats `json:"hit_heard"`
 	MissHeard  stageStats `json:"miss_heard"`
 	OffHeard   stageStats `json:"off_heard"`
+	// HitAfterEOT and MissAfterEOT are heard less the turn's end-of-turn
+	// wait (end_silence_ms): what the answer cost after the turn was
+	// committed, which is all a cache can save.
+	HitAfterEOT  stageStats `json:"hit_after_end_of_turn"`
+	MissAfterEOT stageStats `json:"miss_after_end_of_turn"`
 }
 
 // summariseCache fills st.Cache from turns.
 func summariseCache(turns []turnResult) *cacheStats {
 	var c cacheStats
-	heard := map[string][]float64{}
+	heard, after := map[string][]float64{}, map[string][]float64{}
 	for _, t := range turns {
 		switch t.Cache {
 		case pipeline.CacheHit:
@@ -121,6 +128,9 @@ func summariseCache(turns []turnResult) *cacheStats {
 		}
 		if t.HeardMs != nil {
 			heard[t.Cache] = append(heard[t.Cache], *t.HeardMs)
+			if t.EndSilenceMs > 0 {
+				after[t.Cache] = append(after[t.Cache], *t.HeardMs-float64(t.EndSilenceMs))
+			}
 		}
 	}
 	n := c.Hits + c.Misses + c.Off
@@ -130,6 +140,7 @@ func summariseCache(turns []turnResult) *cacheStats {
 	c.HitRatePct = round1(100 * float64(c.Hits) / float64(n))
 	stats := func(v []float64) stageStats { return stageStats{P50: pct(v, 50), P95: pct(v, 95)} }
 	c.HitHeard, c.MissHeard, c.OffHeard = stats(heard[pipeline.CacheHit]), stats(heard[pipeline.CacheMiss]), stats(heard[pipeline.CacheOff])
+	c.HitAfterEOT, c.MissAfterEOT = stats(after[pipeline.CacheHit]), stats(after[pipeline.CacheMiss])
 	return &c
 }
 
@@ -288,6 +299,7 @@ type turnLine struct {
 	EarlyTokens  int                `json:"early_tokens,omitempty"`
 	TTFTMs       map[string]float64 `json:"ttft_ms,omitempty"`
 	Cache        string             `json:"cache,omitempty"`
+	EndSilenceMs int                `json:"end_silence_ms,omitempty"`
 }
 
 // writeTurns writes a level's turns to w as JSON lines, in session and
@@ -305,7 +317,7 @@ func writeTurns(w io.Writer, level int, turns []turnResult, progress io.Writer) 
 		l := turnLine{Sessions: level, Session: t.Session, Turn: t.Turn, Ref: t.Ref, Transcript: t.Transcript,
 			Answer: t.Answer, HeardMs: t.HeardMs, V2VMs: t.V2VMs, Marks: t.Marks, Interrupted: t.Interrupted, Code: t.Code,
 			PromptTokens: t.PromptTokens, CachedTokens: t.CachedTokens, EarlyTokens: t.EarlyTokens, TTFTMs: t.TTFTMs,
-			Cache: t.Cache}
+			Cache: t.Cache, EndSilenceMs: t.EndSilenceMs}
 		if err := enc.Encode(l); err != nil {
 			fmt.Fprintf(progress, "\r\033[K--turns-out: %v\n", err)
 			return
