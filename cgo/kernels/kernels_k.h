@@ -80,6 +80,56 @@ static inline __attribute__((always_inline)) float KN_FN(q4k_dot)(const uint8_t 
 	return KN_FN(khsum)(acc) - KN_FN(khsum)(accm);
 }
 
+// q4k_dot4 is q4k_dot for four activation rows at once (a prompt batch): the weights' nibbles
+// and scales are unpacked once for all four. x[j], xd[j], xh[j] are row j's; out gets four dots.
+static inline __attribute__((always_inline)) void KN_FN(q4k_dot4)(float *out, int64_t ostride,
+		const uint8_t *w, int64_t nsb, const uint8_t *const *xq, const float *const *xd, const float *const *xh) {
+	const __m256i low4 = _mm256_set1_epi8(0x0f);
+	__m256 acc[4], accm[4];
+	for (int j = 0; j < 4; j++)
+		acc[j] = accm[j] = _mm256_setzero_ps();
+	for (int64_t s = 0; s < nsb; s++, w += 144) {
+		uint16_t hd, hm;
+		memcpy(&hd, w, 2);
+		memcpy(&hm, w + 2, 2);
+		const float d = _cvtsh_ss(hd), dmin = _cvtsh_ss(hm);
+		uint32_t a, b, c, sm[4];
+		memcpy(&a, w + 4, 4);
+		memcpy(&b, w + 8, 4);
+		memcpy(&c, w + 12, 4);
+		sm[0] = a & 0x3f3f3f3f;
+		sm[1] = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
+		sm[2] = b & 0x3f3f3f3f;
+		sm[3] = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
+		const __m128i smv = _mm_loadu_si128((const __m128i *)sm);
+		const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
+		const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(dmin),
+			_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
+		float f[4][8];
+		for (int j = 0; j < 4; j++) {
+			const __m256 hs = _mm256_hadd_ps(_mm256_loadu_ps(xh[j] + 16 * s), _mm256_loadu_ps(xh[j] + 16 * s + 8));
+			const __m256 xsum = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(hs), 0xd8));
+			accm[j] = _mm256_fmadd_ps(dmn, xsum, accm[j]);
+			_mm256_storeu_ps(f[j], _mm256_mul_ps(dsc, _mm256_loadu_ps(xd[j] + 8 * s)));
+		}
+		const uint8_t *qs = w + 16;
+		for (int k = 0; k < 4; k++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
+			const __m256i lo = _mm256_and_si256(q, low4);
+			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+			for (int j = 0; j < 4; j++) {
+				const uint8_t *x = xq[j] + (8 * s + 2 * k) * 34 + 2;
+				const __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
+				const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 34));
+				acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(lo, x0)), _mm256_set1_ps(f[j][2 * k]), acc[j]);
+				acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(hi, x1)), _mm256_set1_ps(f[j][2 * k + 1]), acc[j]);
+			}
+		}
+	}
+	for (int j = 0; j < 4; j++)
+		out[j * ostride] = KN_FN(khsum)(acc[j]) - KN_FN(khsum)(accm[j]);
+}
+
 // q6k_dot is one Q6_K row (nsb super-blocks of 210 bytes) against one prepared Q8_0 row.
 static inline __attribute__((always_inline)) float KN_FN(q6k_dot)(const uint8_t *w, int64_t nsb,
 		const uint8_t *xq, const float *xd, const float *xh) {
@@ -228,10 +278,71 @@ static inline __attribute__((always_inline)) float KN_FN(q5k_dot)(const uint8_t 
 	return KN_FN(khsum)(acc) - KN_FN(khsum)(accm);
 }
 
+// q6k_dot4 is q6k_dot for four activation rows at once, the 6-bit codes built once for all four.
+static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, int64_t ostride,
+		const uint8_t *w, int64_t nsb, const uint8_t *const *xq, const float *const *xd, const float *const *xh) {
+	const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
+	__m256 acc[4], acco[4];
+	for (int j = 0; j < 4; j++)
+		acc[j] = acco[j] = _mm256_setzero_ps();
+	for (int64_t s = 0; s < nsb; s++, w += 210) {
+		uint16_t hd;
+		memcpy(&hd, w + 208, 2);
+		const float d = _cvtsh_ss(hd);
+		const int8_t *sc = (const int8_t *)(w + 192);
+		const __m128i sc16 = _mm_loadu_si128((const __m128i *)sc);
+		const __m256 dv = _mm256_set1_ps(d);
+		const __m256 s0 = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc16)));
+		const __m256 s1 = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc16, 8))));
+		for (int j = 0; j < 4; j++) {
+			acco[j] = _mm256_fmadd_ps(s0, _mm256_loadu_ps(xh[j] + 16 * s), acco[j]);
+			acco[j] = _mm256_fmadd_ps(s1, _mm256_loadu_ps(xh[j] + 16 * s + 8), acco[j]);
+		}
+		for (int h = 0; h < 2; h++) {
+			const uint8_t *ql = w + 64 * h, *qh = w + 128 + 32 * h;
+			const __m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			const __m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			const __m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+			__m256i q[4];
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, low4), _mm256_slli_epi16(_mm256_and_si256(hb, three), 4));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, low4),
+				_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), three), 4));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low4),
+				_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), three), 4));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low4),
+				_mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), three), 4));
+			for (int k = 0; k < 4; k++) {
+				const int blk = 4 * h + k;
+				const __m256 scv = _mm256_set_m128(_mm_set1_ps(d * (float)sc[2 * blk + 1]), _mm_set1_ps(d * (float)sc[2 * blk]));
+				for (int j = 0; j < 4; j++) {
+					const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[j] + (8 * s + blk) * 34 + 2));
+					const __m256 sv = _mm256_mul_ps(scv, _mm256_set1_ps(xd[j][8 * s + blk]));
+					acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(q[k], xv)), sv, acc[j]);
+				}
+			}
+		}
+	}
+	for (int j = 0; j < 4; j++)
+		out[j * ostride] = KN_FN(khsum)(acc[j]) - 32.0f * KN_FN(khsum)(acco[j]);
+}
+
+// The types without a four-row tile take the rows one at a time.
+#define KN_DOT4_BY_ONE(DOT)                                                                              \
+	static inline __attribute__((always_inline)) void KN_FN(DOT##4)(float *out, int64_t ostride,        \
+			const uint8_t *w, int64_t nw, const uint8_t *const *xq, const float *const *xd,             \
+			const float *const *xh) {                                                                    \
+		for (int j = 0; j < 4; j++)                                                                      \
+			out[j * ostride] = KN_FN(DOT)(w, nw, xq[j], xd[j], xh[j]);                                   \
+	}
+KN_DOT4_BY_ONE(q5k_dot)
+KN_DOT4_BY_ONE(q5_0_dot)
+KN_DOT4_BY_ONE(q5_1_dot)
+#undef KN_DOT4_BY_ONE
+
 // kn_matmul_<type>: out[j·ldo + r] = dot(W[r], X[j]) for r in [r0, r1), j < n, X rows Q8_0
 // (cols/32·34 bytes apart). Each weight row (cols/QKW blocks of BB bytes) is read once and used
-// for all n activation rows.
-#define KN_KMATMUL(NAME, DOT, BB, QKW)                                                                   \
+// for all n activation rows, four at a time where the type has a tile (DOT##4).
+#define KN_KMATMUL(NAME, DOT, BB, QKW)                                                                       \
 	void KN_FN(NAME)(float *out, int64_t ldo, const uint8_t *w, int64_t cols, int64_t r0, int64_t r1,   \
 		const uint8_t *xq, int64_t n) {                                                                  \
 		const int64_t nb = cols / 32, nw = cols / (QKW), xrow = nb * 34, wrow = nw * (BB);             \
@@ -242,7 +353,18 @@ static inline __attribute__((always_inline)) float KN_FN(q5k_dot)(const uint8_t 
 			KN_FN(kprep)(xd + j * nb, xh + 2 * j * nb, xq + j * xrow, nb);                             \
 		for (int64_t r = r0; r < r1; r++) {                                                              \
 			const uint8_t *wr = w + r * wrow;                                                            \
-			for (int64_t j = 0; j < n; j++)                                                              \
+			int64_t j = 0;                                                                               \
+			for (; j + 4 <= n; j += 4) {                                                                 \
+				const uint8_t *xs[4];                                                                    \
+				const float *ds[4], *hs[4];                                                              \
+				for (int i = 0; i < 4; i++) {                                                            \
+					xs[i] = xq + (j + i) * xrow;                                                         \
+					ds[i] = xd + (j + i) * nb;                                                           \
+					hs[i] = xh + 2 * (j + i) * nb;                                                       \
+				}                                                                                        \
+				KN_FN(DOT##4)(out + j * ldo + r, ldo, wr, nw, xs, ds, hs);                               \
+			}                                                                                            \
+			for (; j < n; j++)                                                                           \
 				out[j * ldo + r] = KN_FN(DOT)(wr, nw, xq + j * xrow, xd + j * nb, xh + 2 * j * nb);     \
 		}                                                                                                \
 		if (xd != stack)                                                                                 \
