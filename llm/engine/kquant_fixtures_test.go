@@ -63,7 +63,10 @@ func TestKQuantFixtures(t *testing.T) {
 }
 
 func kquantCase(t *testing.T, name string, logitTol, topTol float64) {
-	dir := filepath.Join("testdata", "kquant")
+	kquantCaseDir(t, filepath.Join("testdata", "kquant"), name, logitTol, topTol)
+}
+
+func kquantCaseDir(t *testing.T, dir, name string, logitTol, topTol float64) {
 	b, err := os.ReadFile(filepath.Join(dir, name+".ref.json"))
 	if err != nil {
 		t.Fatal(err)
