@@ -24,8 +24,20 @@ func TestBackchannelMatch(t *testing.T) {
 			t.Errorf("is(%q) = %v, want %v", text, got, want)
 		}
 	}
+	b, err = newBackchannels(BackchannelConfig{Words: DefaultBackchannels(), StopWords: DefaultStopWords()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for text, want := range map[string]bool{
+		"stop": true, "okay stop": true, "Wait, what?": true, "hold on a second": true, "no": true, "你等一下": true, "停": true,
+		"stopped": false, "nowhere": false, "hold": false, "the": false, "okay": false, "": false,
+	} {
+		if got := b.stopped(text); got != want {
+			t.Errorf("stopped(%q) = %v, want %v", text, got, want)
+		}
+	}
 	var none *backchannels
-	if none.is("yeah") {
+	if none.is("yeah") || none.stopped("stop") {
 		t.Errorf("no backchannels configured: yeah matched")
 	}
 	for _, c := range []BackchannelConfig{{Words: []string{"yeah", "!!"}}, {Words: []string{"yeah"}, MaxMs: -1}} {
@@ -40,13 +52,12 @@ var longAnswer = strings.Repeat("word ", 29) + "end."
 
 func backchannelConfig() Config {
 	cfg := testConfig()
-	cfg.Backchannel = BackchannelConfig{Words: DefaultBackchannels()}
+	cfg.Backchannel = BackchannelConfig{Words: DefaultBackchannels(), StopWords: DefaultStopWords()}
 	return cfg
 }
 
 // TestBackchannelDoesNotInterrupt: "mm-hm" over the answer is kept and the
-// answer plays on; "stop" after it cuts the answer as soon as its partial
-// shows a word that is no backchannel. The history has the answer as heard,
+// answer plays on; "stop" after it cuts the answer at its partial. The history has the answer as heard,
 // then what the person said over it, in order.
 func TestBackchannelDoesNotInterrupt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

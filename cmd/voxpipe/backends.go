@@ -324,19 +324,24 @@ func pipelineConfig(c *config.Config) pipeline.Config {
 	return pc
 }
 
-// backchannelConfig merges every language's backchannels, in the order of
-// the languages' names.
+// backchannelConfig merges every language's backchannels and stop words.
 func backchannelConfig(b config.Backchannels) pipeline.BackchannelConfig {
-	langs := make([]string, 0, len(b.Words))
-	for l := range b.Words {
+	return pipeline.BackchannelConfig{Words: mergeLanguages(b.Words), StopWords: mergeLanguages(b.StopWords), MaxMs: b.MaxMs}
+}
+
+// mergeLanguages joins lists by language, in the order of the languages'
+// names.
+func mergeLanguages(byLang map[string][]string) []string {
+	langs := make([]string, 0, len(byLang))
+	for l := range byLang {
 		langs = append(langs, l)
 	}
 	sort.Strings(langs)
 	var words []string
 	for _, l := range langs {
-		words = append(words, b.Words[l]...)
+		words = append(words, byLang[l]...)
 	}
-	return pipeline.BackchannelConfig{Words: words, MaxMs: b.MaxMs}
+	return words
 }
 
 // closerFunc adapts a function to io.Closer.

@@ -227,6 +227,9 @@ type Backchannels struct {
 	// Words by language, as the recogniser spells them; a session takes
 	// every language's. None: every utterance over the answer cuts it.
 	Words map[string][]string `yaml:"words"`
+	// StopWords by language cut the answer at their first partial
+	// transcript; other words wait for the final.
+	StopWords map[string][]string `yaml:"stop_words"`
 	// MaxMs of voiced speech interrupts whatever its words.
 	MaxMs int `yaml:"max_ms"`
 }
@@ -491,9 +494,12 @@ func Default() Config {
 			BargeIn:            true,
 			BargeInMinSpeechMs: 200,
 			Backchannels: Backchannels{MaxMs: 1000, Words: map[string][]string{
-				"en": {"mm", "mhm", "mm-hm", "mm-hmm", "hm", "hmm", "uh-huh", "uh huh", "huh", "yeah", "yes", "yep", "yup",
+				"en": {"mm", "mhm", "mm-hm", "mm-hmm", "hm", "hmm", "uh-huh", "uh huh", "huh", "aha", "yeah", "yes", "yep", "yup",
 					"ok", "okay", "right", "sure", "i see", "got it", "alright"},
 				"zh": {"嗯", "对", "好", "好的", "是", "是的", "哦", "噢"},
+			}, StopWords: map[string][]string{
+				"en": {"stop", "wait", "no", "hold on", "hang on", "pause", "enough", "quiet", "shut up", "cancel"},
+				"zh": {"停", "等等", "等一下", "别说了", "不对"},
 			}},
 			Echo:                  Echo{Mode: "auto", MaxDelayMs: 400, TailMs: 150},
 			SystemPrompt:          "You are voxpipe, a friendly voice assistant. Answer in one or two short spoken sentences.",
