@@ -575,3 +575,61 @@ func TestDrainFinishesTheTurn(t *testing.T) {
 		t.Errorf("%d jobs left after Run returned", n)
 	}
 }
+
+// TestAgentBargeIn: the caller speaks again while the agent's answer
+// plays; the agent cuts its answer (interrupted), stops its audio, and
+// answers the new question, as on the other transports.
+func TestAgentBargeIn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: starts livekit-server and speaks real turns")
+	}
+	lk := startLiveKit(t)
+	rec, synth := engines(t)
+	question := speech(t, synth, "what is the weather like today")
+	long := "It is sunny today, and it will stay sunny and warm all through the week, with a light breeze from the west in the afternoons."
+	w, err := New(Config{URL: lk.url, APIKey: testKey, APISecret: testSecret, MaxJobs: 1, Pipeline: pipeline.DefaultConfig()},
+		pipeline.Backends{ASR: rec, LLM: sessiontest.LLM{Answer: long}, TTS: synth}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for registered := false; !registered; time.Sleep(20 * time.Millisecond) {
+		w.mu.Lock()
+		registered = w.id != ""
+		w.mu.Unlock()
+	}
+
+	c := joinCaller(t, lk, "room-barge", "caller")
+	c.waitEvent(30*time.Second, "ready event", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady })
+	// The question, then the same question again 1.5 s after it ended:
+	// the answer (about 8 s) starts some 0.5 s after the first, so the
+	// second comes over it. One stream, as a microphone sends.
+	twice := append(append(append([]int16(nil), question...), make([]int16, rate*3/2)...), question...)
+	c.say(twice, 1500)
+	cut := c.waitEvent(30*time.Second, "interrupted event", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventInterrupted })
+	heardAtCut, _ := c.heard(cut.Turn)
+	tr := c.waitEvent(30*time.Second, "trace of the cut turn", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventTrace && ev.Turn == cut.Turn })
+	if !tr.Interrupted {
+		t.Errorf("turn %d's trace not marked interrupted", cut.Turn)
+	}
+	// The next turn is answered (its audio heard; no need to wait for
+	// the whole long answer).
+	next := cut.Turn + 1
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if n, _ := c.heard(next); n >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("turn %d after the barge-in not heard within 30 s", next)
+		}
+	}
+	n1, _ := c.heard(cut.Turn)
+	t.Logf("turn %d cut after %d audible packets (%d in all); turn %d heard", cut.Turn, heardAtCut, n1, next)
+	// The whole answer is ~8 s (400 packets): a cut one stops far short.
+	if n1 > 200 {
+		t.Errorf("turn %d: %d audible packets, the answer played on after the cut", cut.Turn, n1)
+	}
+}
