@@ -144,3 +144,78 @@ func TestCachePreload(t *testing.T) {
 		h.close()
 	})
 }
+
+// TestCacheSpeculativeHit: with the semantic end of turn, the speculative
+// answer started on the pause is looked up too; its cached audio is held
+// until the commit and then goes out at once, with no LLM request.
+func TestCacheSpeculativeHit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		be, _ := cacheBackends()
+		cfg := semanticConfig()
+		cfg.Speculative = true
+		_, pm, ps := newBackends(nil, answer("Hi there."))
+		be.LLM, be.TTS = pm, ps
+		if n, err := be.Answers.Preload(t.Context(), be, cfg, []string{"hello"}); n != 1 || err != nil {
+			t.Fatalf("Preload = %d, %v", n, err)
+		}
+		a, m, s := newBackends([]string{"hello"}, answer("The LLM ran."))
+		be.ASR, be.LLM, be.TTS, be.EOU = a, m, s, &fixedScorer{score: 0} // the turn waits MaxSilenceMs
+		h := &harness{t: t, cfg: cfg, llm: m, tts: s, obs: &recObserver{}}
+		sess, err := NewSession("test", cfg, be, h.obs, harnessLog)
+		if err != nil {
+			t.Fatalf("NewSession: %v", err)
+		}
+		h.start(sess, m)
+		h.audio(false, 200)
+		h.audio(true, 400)
+		h.audio(false, 1500)
+		outs := h.until("trace event", isEvent(EventTrace))
+		tr := events(outs, EventTrace)[0]
+		if tr.Cache != CacheHit || !tr.Speculative {
+			t.Errorf("trace cache %q speculative %v, want a speculative hit", tr.Cache, tr.Speculative)
+		}
+		if v2v := *tr.VoiceToVoiceMs; v2v > 1300+2*frameMs {
+			t.Errorf("voice-to-voice %v ms, want the 1300 ms wait and nothing more", v2v)
+		}
+		if n := len(m.requests()); n != 0 {
+			t.Errorf("%d LLM requests, want none", n)
+		}
+		if got := answerText(outs); got != "Hi there." {
+			t.Errorf("answer %q, want the cached one", got)
+		}
+		if n := audioFrames(outs); n != 10 { // two words of 100 ms
+			t.Errorf("%d audio frames, want the cached answer's 10", n)
+		}
+		h.close()
+	})
+}
+
+// TestCacheHitInterrupted: a hit the client interrupts keeps in the
+// history what was heard (the cached audio carries its word marks), and a
+// cut turn is not stored again.
+func TestCacheHitInterrupted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		be, c := cacheBackends()
+		const long = "One two three four five six seven eight."
+		h := newToolHarness(t, testConfig(), be, []string{"what is a kettle", "what's a kettle"}, answer(long))
+		h.utterance()
+		h.until("trace event", isEvent(EventTrace))
+		time.Sleep(time.Second)
+		h.utterance()
+		h.frames(15) // 300 ms of the hit's audio
+		h.client(ClientEvent{Type: ClientInterrupt, Turn: 2, PlayedMs: 250})
+		tr := events(h.until("trace event", isEvent(EventTrace)), EventTrace)[0]
+		if tr.Cache != CacheHit || !tr.Interrupted {
+			t.Errorf("trace cache %q interrupted %v, want an interrupted hit", tr.Cache, tr.Interrupted)
+		}
+		synctest.Wait()
+		hist := h.s.History()
+		if last := hist[len(hist)-1]; last.Content != "One two" {
+			t.Errorf("history ends with %q, want what was heard, \"One two\"", last.Content)
+		}
+		if st := c.Stats(); st.Entries != 1 || st.Stores != 1 {
+			t.Errorf("cache stats %+v, want the first answer stored once", st)
+		}
+		h.close()
+	})
+}
