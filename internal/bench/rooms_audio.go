@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -184,7 +185,7 @@ func talk(ctx context.Context, talkers, n int, rng *rand.Rand) ([]float64, error
 		}
 	}()
 	if len(synths) == 0 {
-		return nil, fmt.Errorf("bench rooms: no flite or espeak-ng voice for babble")
+		return nil, errors.New("bench rooms: no flite or espeak-ng voice for babble")
 	}
 	texts := append(append([]string{}, questions.Complete...), questions.Short...)
 	mix := make([]float64, n)

@@ -214,7 +214,7 @@ func (d *Detector) Window(window []float32) (float32, error) {
 	for g := range 4 * hidden {
 		d.gate[g] = m.bias[g] + dot(m.wih[g*hidden:(g+1)*hidden], in) + dot(m.whh[g*hidden:(g+1)*hidden], d.h[:])
 	}
-	var out float32 = m.outBias
+	out := m.outBias
 	for j := range hidden {
 		ig := sigmoid(d.gate[j])
 		fg := sigmoid(d.gate[hidden+j])
