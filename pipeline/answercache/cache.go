@@ -69,8 +69,9 @@ type Scope struct {
 	// its own tools answers differently).
 	Tools string
 	// Knowledge is the knowledge base's version ("" without one, or while it
-	// is not ready). A version other than the last one seen flushes the
-	// cache (Cache.Lookup, Cache.Store).
+	// is not ready). A lookup under a version other than the entries' flushes
+	// them; a store under another version than the entries' is dropped (its
+	// question was looked up before the version changed).
 	Knowledge string
 }
 
@@ -239,7 +240,15 @@ func (c *Cache) Store(scope Scope, m Meaning, question, answer string, pieces []
 	e := &Entry{Question: question, Answer: answer, Pieces: pieces, meaning: m, scope: id, audioBytes: audio}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.flushLocked(scope.Knowledge)
+	if scope.Knowledge != c.knowledge {
+		if c.lru.Len() > 0 {
+			// Asked under another version than the cache holds now: a
+			// lookup saw a newer one since (or this store is the newer and
+			// the next lookup flushes). Either way this answer is not kept.
+			return false
+		}
+		c.knowledge = scope.Knowledge
+	}
 	if c.cfg.TTL > 0 {
 		ttl := time.Duration(float64(c.cfg.TTL) * (1 - c.cfg.Jitter*c.rand()))
 		e.expires = c.now().Add(ttl)

@@ -155,6 +155,17 @@ func TestKnowledgeVersionFlushes(t *testing.T) {
 	if st := c.Stats(); st.Entries != 0 || st.Flushes != 1 {
 		t.Errorf("stats %+v, want the new version to flush every entry", st)
 	}
+	c.Store(Scope{Knowledge: "v2"}, m, "", "ice v2", nil)
+	// A turn looked up under v2 ends after a lookup saw v3: its answer is
+	// dropped, and the v3 entries stay.
+	c.Lookup(Scope{Knowledge: "v3"}, m)
+	c.Store(Scope{Knowledge: "v3"}, Parse("what is a river"), "", "water", nil)
+	if c.Store(Scope{Knowledge: "v2"}, m, "", "ice v2", nil) {
+		t.Error("an answer of knowledge v2 was stored after v3 came")
+	}
+	if c.Lookup(Scope{Knowledge: "v3"}, Parse("what is a river")) == nil {
+		t.Error("a late store of an older version flushed the new version's entries")
+	}
 }
 
 // BenchmarkLookup10k looks up a question among 10,000 entries (half of
