@@ -42,6 +42,9 @@ type AnswerCache struct {
 	// Knowledge returns the knowledge base's version now ("" for none, or
 	// not ready); nil: no knowledge base.
 	Knowledge func() string
+	// NoLearn keeps the answers of live turns out: only what Preload
+	// stored is served.
+	NoLearn bool
 }
 
 // turnCache is a turn's use of the answer cache.
@@ -107,7 +110,7 @@ func (h *hub) cacheScope(t *turn) answercache.Scope {
 // the pacer has reported the audio's end.
 func (h *hub) storeAnswer(t *turn) {
 	tc := t.cache
-	if tc == nil || tc.hit != nil || t.llmFailed || t.cut != cutNone || len(t.exchange) > 0 ||
+	if tc == nil || tc.hit != nil || tc.ac.NoLearn || t.llmFailed || t.cut != cutNone || len(t.exchange) > 0 ||
 		(t.committed != nil && !t.promoted) {
 		return
 	}
@@ -123,7 +126,7 @@ func (h *hub) storeAnswer(t *turn) {
 
 // recording returns t's cache use when the forwarder should keep its audio.
 func (t *turn) recording() *turnCache {
-	if t.cache == nil || t.cache.hit != nil || t.cache.over {
+	if t.cache == nil || t.cache.hit != nil || t.cache.over || t.cache.ac.NoLearn {
 		return nil
 	}
 	return t.cache

@@ -219,3 +219,24 @@ func TestCacheHitInterrupted(t *testing.T) {
 		h.close()
 	})
 }
+
+// TestCacheNoLearn: with NoLearn a live answer is not stored (nor its
+// audio kept), so the same question asked again is a miss again.
+func TestCacheNoLearn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		be, c := cacheBackends()
+		be.Answers.NoLearn = true
+		h := newToolHarness(t, testConfig(), be, []string{"what is a kettle", "what is a kettle"}, answer("A pot."))
+		for i := range 2 {
+			h.utterance()
+			if tr := events(h.until("trace event", isEvent(EventTrace)), EventTrace)[0]; tr.Cache != CacheMiss {
+				t.Errorf("turn %d: cache %q, want miss", i+1, tr.Cache)
+			}
+			time.Sleep(time.Second)
+		}
+		if st := c.Stats(); st.Entries != 0 {
+			t.Errorf("the cache holds %d answers, want none", st.Entries)
+		}
+		h.close()
+	})
+}

@@ -39,6 +39,7 @@ func openAnswerCache(ctx context.Context, c *config.Config, closers []io.Closer,
 			Voice:    ttsVoice(c),
 			Language: c.ASR.Backend,
 		},
+		NoLearn: !cc.Learn,
 	}
 	if base := knowledgeBase(closers); base != nil {
 		var version atomic.Pointer[string]

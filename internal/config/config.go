@@ -408,6 +408,9 @@ type Cache struct {
 	// Preload is a file of questions, one a line, answered at start
 	// through the configured LLM and TTS; "" = none.
 	Preload string `yaml:"preload"`
+	// Learn stores the answers of live turns; false serves only what
+	// Preload stored (a curated FAQ: no sampled answer is frozen).
+	Learn bool `yaml:"learn"`
 }
 
 // Tools are the functions the model may call in a voice turn (docs/tools.md).
@@ -567,6 +570,7 @@ func Default() Config {
 			MaxEntries:    10000,
 			MaxAudioBytes: 256 << 20,
 			Threshold:     0.75,
+			Learn:         true,
 		},
 		TTS: TTS{
 			Backend:      "flite",
