@@ -100,6 +100,7 @@ type echoTrial struct {
 	bargeIn  bool
 	question []int16 // near-end speech that asks
 	stop     []int16 // near-end speech that interrupts
+	room     uint64  // the impulse response's seed (0: 1)
 }
 
 type echoOutcome struct {
@@ -144,7 +145,7 @@ func runEchoTrial(t *testing.T, tr echoTrial, answerText string) echoOutcome {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev := &echoDevice{t: t, path: newEchoPath(tr.delayMs, tr.levelDB, 1), rs: rs,
+		dev := &echoDevice{t: t, path: newEchoPath(tr.delayMs, tr.levelDB, max(1, tr.room)), rs: rs,
 			noise: rand.New(rand.NewPCG(5, 6)), traces: map[int]bool{}}
 		in, out := make(chan Input), make(chan Output)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -298,15 +299,17 @@ func onset(pcm []int16) int {
 }
 
 // echoTrials is how many answers a trial plays: VOXPIPE_ECHO_TRIALS, or a
-// few (fewer in -short).
+// few (fewer in -short or under -race).
 func echoTrials(t *testing.T) int {
 	if v, err := strconv.Atoi(os.Getenv("VOXPIPE_ECHO_TRIALS")); err == nil && v > 0 {
 		return v
 	}
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
+		// The simulated room is a Go convolution, ten times slower under
+		// the race detector.
 		return 2
 	}
-	return 4
+	return 3
 }
 
 const echoAnswer = "It is sunny and warm today, with a light breeze from the west."
