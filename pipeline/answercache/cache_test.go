@@ -14,6 +14,9 @@ type fakeClock struct{ t time.Time }
 func (c *fakeClock) now() time.Time { return c.t }
 
 func TestParaphrasesShareAKeyAndOthersDoNot(t *testing.T) {
+	if s := Similarity(Parse("what does the word harbor mean"), Parse("what does the word harbour mean")); s < DefaultThreshold {
+		t.Errorf("the recogniser's British spelling does not match: %.2f", s)
+	}
 	same := []string{"what's the capital of france", "tell me the capital of france", "france's capital?", "What is the capital of France?"}
 	for _, q := range same[1:] {
 		if s := Similarity(Parse(same[0]), Parse(q)); s < DefaultThreshold {

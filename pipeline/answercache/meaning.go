@@ -482,7 +482,12 @@ var synonyms = map[string]string{
 	"founder": "found", "founded": "found", "meaning": "mean", "definition": "mean",
 	"means": "mean", "jok": "joke", "gag": "joke", "populat": "population",
 	"had": "have", "ha": "have", "has": "have", "cook": "cook", "cooking": "cook", "boiling": "boil",
-	"colour": "color", "favourite": "favorite", "favorite": "favorite",
+	// British spellings (the recogniser's dictionary has both).
+	"colour": "color", "favourite": "favorite", "harbour": "harbor", "honour": "honor",
+	"neighbour": "neighbor", "flavour": "flavor", "labour": "labor", "humour": "humor",
+	"behaviour": "behavior", "rumour": "rumor", "centre": "center", "metre": "meter",
+	"theatre": "theater", "litre": "liter", "grey": "gray", "aeroplane": "airplane",
+	"organisation": "organization", "realise": "realize", "analyse": "analyze",
 	"hi": "hello", "hey": "hello", "greeting": "hello", "your": "you", "yourself": "you",
 	"yours": "you", "biggest": "largest", "tallest": "highest",
 }
