@@ -27,6 +27,9 @@ import (
 //   - FFN down(gelu(gate)·up), GELU in its tanh form through an fp16 table,
 //     as ggml computes it on the CPU;
 //   - optional final_logit_softcapping.
+//
+// The window is the kernels' attention over the window's keys and values
+// (attendWindow), so it costs what attention over 512 positions costs.
 
 // readGemma3 reads Gemma 3's own metadata into hp (the common keys are read).
 func readGemma3(f *gguf.File, hp *hyperParams) error {
@@ -149,61 +152,61 @@ func (hp *hyperParams) windowStart(l, npos int) int {
 	return npos - hp.swaWindow
 }
 
-// attendWindow is kernels.Attend (AttendF16) over positions [start, npos)
-// of KV head g, for a window that does not start on a key block: the
-// kernels score whole blocks from position 0, so this reads the blocked
-// keys itself. Scalar Go, only for sliding-window layers past their window.
-func attendWindow(out, q []float32, kv *kvCache, layer, g, hd, start, npos, nq int, scale float32, probs []float32) {
-	n := npos - start
-	p := probs[:n]
-	var k32, v32 []float32
-	var k16, v16 []uint16
+// attendWindow is attention over positions [start, npos) of KV head g of
+// the current layer. Values are rows, so the window's are a subslice; keys
+// are in blocks of kernels.KeyBlock positions, so a window that does not
+// start on a block is first re-blocked into the worker's scratch (a copy of
+// window·headDim keys, against the window·headDim·heads multiply-adds the
+// kernel then does), and the kernels compute it as they compute any prefix.
+func (rt *compute) attendWindow(out, q []float32, kv *kvCache, g, start, npos, worker int, probs []float32) {
+	hd, grp, n := rt.hp.headDim, rt.hp.heads/rt.hp.kvHeads, npos-start
+	l := rt.layer
 	if kv.half {
-		k16, v16 = kvHead(kv, kv.k16[layer], g), kvHead(kv, kv.v16[layer], g)
+		k := kvHead(kv, kv.k16[l], g)
+		if start%kernels.KeyBlock != 0 {
+			rt.winK16[worker] = reblockKeys(rt.winK16[worker], k, hd, start, n)
+			k = rt.winK16[worker]
+		} else {
+			k = k[start*hd:]
+		}
+		kernels.AttendF16(out, q, k, kvHead(kv, kv.v16[l], g)[start*hd:], hd, n, grp, rt.attScale, probs)
+		return
+	}
+	k := kvHead(kv, kv.k[l], g)
+	if start%kernels.KeyBlock != 0 {
+		rt.winK[worker] = reblockKeys(rt.winK[worker], k, hd, start, n)
+		k = rt.winK[worker]
 	} else {
-		k32, v32 = kvHead(kv, kv.k[layer], g), kvHead(kv, kv.v[layer], g)
+		k = k[start*hd:]
 	}
-	for h := 0; h < nq; h++ {
-		qh := q[h*hd : (h+1)*hd]
-		best := float32(math.Inf(-1))
-		for i := range p {
-			t := start + i
-			base := t/kernels.KeyBlock*kernels.KeyBlock*hd + t%kernels.KeyBlock
-			var s float32
-			if kv.half {
-				for d, x := range qh {
-					s += x * kernels.F16ToF32(k16[base+d*kernels.KeyBlock])
-				}
-			} else {
-				for d, x := range qh {
-					s += x * k32[base+d*kernels.KeyBlock]
-				}
-			}
-			s *= scale
-			p[i] = s
-			best = max(best, s)
-		}
-		var sum float32
-		for i, s := range p {
-			e := float32(math.Exp(float64(s - best)))
-			p[i] = e
-			sum += e
-		}
-		inv := 1 / sum
-		oh := out[h*hd : (h+1)*hd]
-		clear(oh)
-		for i, pt := range p {
-			pt *= inv
-			t := start + i
-			if kv.half {
-				for d, x := range v16[t*hd : (t+1)*hd] {
-					oh[d] += pt * kernels.F16ToF32(x)
-				}
-			} else {
-				for d, x := range v32[t*hd : (t+1)*hd] {
-					oh[d] += pt * x
-				}
+	kernels.Attend(out, q, k, kvHead(kv, kv.v[l], g)[start*hd:], hd, n, grp, rt.attScale, probs)
+}
+
+// reblockKeys writes keys [start, start+n) of the blocked cache src into
+// dst (grown as needed) as a blocked cache of its own, position start at 0.
+// A source block's lanes from off = start%KeyBlock on go to the start of a
+// destination block, the ones before off to the end of the one before.
+func reblockKeys[T float32 | uint16](dst, src []T, hd, start, n int) []T {
+	const kb = kernels.KeyBlock
+	size := kernels.KeyCacheLen(hd, n)
+	if cap(dst) < size {
+		dst = make([]T, size)
+	}
+	dst = dst[:size]
+	off := start % kb
+	for i := 0; i < n; i += kb {
+		// Destination block i/kb takes source lanes [off, kb) of block
+		// (start+i)/kb and lanes [0, off) of the next one.
+		d := dst[i/kb*kb*hd : (i/kb+1)*kb*hd]
+		s0 := (start + i) / kb * kb * hd
+		first := kb - off
+		last := min(kb, n-i) - first // lanes from the next block (<= 0: none)
+		for c := 0; c < hd; c++ {
+			copy(d[c*kb:c*kb+min(first, n-i)], src[s0+c*kb+off:s0+c*kb+kb])
+			if last > 0 {
+				copy(d[c*kb+first:c*kb+first+last], src[s0+kb*hd+c*kb:s0+kb*hd+c*kb+last])
 			}
 		}
 	}
+	return dst
 }

@@ -149,9 +149,13 @@ type compute struct {
 	cos, sin []float32      // [batch][ropeDims/2]
 	attScale float32
 
-	// Sliding-window layers' RoPE (gemma3: another base, no scaling).
+	// Sliding-window layers' RoPE (gemma3: another base, no scaling), and
+	// per worker the keys of a window re-blocked to start at a block
+	// (attendWindow).
 	invFreqSWA     []float64
 	cosSWA, sinSWA []float32
+	winK           [][]float32
+	winK16         [][]uint16
 
 	// Current job parameters, written by the scheduler before pool.run.
 	tasks  [3]matTask
@@ -208,6 +212,7 @@ func newCompute(m *model, threads, ctxSize, maxBatch int) *compute {
 		rt.invFreqSWA = ropeInvFreq(hp, hp.ropeBaseSWA, 0)
 		rt.cosSWA = make([]float32, b*half)
 		rt.sinSWA = make([]float32, b*half)
+		rt.winK, rt.winK16 = make([][]float32, threads), make([][]uint16, threads)
 	}
 	rt.attScale = float32(1 / math.Sqrt(float64(hp.headDim)))
 	if hp.attnScale != 0 {
@@ -485,7 +490,7 @@ func (rt *compute) runChunk(op, chunk, worker int) {
 		if rt.prepInAttn {
 			rt.prepHeads(j, g)
 		}
-		rt.attend(j, g, rt.scratch[worker])
+		rt.attend(j, g, worker)
 	case opRead:
 		c := &rt.reads[chunk]
 		sink.Add(kernels.ReadStream(c.a) ^ kernels.ReadStream(c.b))
@@ -565,8 +570,8 @@ func (rt *compute) prepHeads(j, g int) {
 // speculative verification and batched decoding give the very bits that
 // one-token decoding gives; the heads of a group read their keys and values
 // once.
-func (rt *compute) attend(j, g int, probs []float32) {
-	hp := rt.hp
+func (rt *compute) attend(j, g, worker int) {
+	hp, probs := rt.hp, rt.scratch[worker]
 	sg := &rt.segs[rt.rowSeg[j]]
 	kv := sg.kv
 	hd, grp := hp.headDim, hp.heads/hp.kvHeads
@@ -576,15 +581,7 @@ func (rt *compute) attend(j, g int, probs []float32) {
 	if start := hp.windowStart(rt.layer, npos); start > 0 {
 		// A sliding-window layer past its window: a window starting on a
 		// key block is the kernels' attention over the cache from there.
-		if start%kernels.KeyBlock != 0 {
-			attendWindow(out, q, kv, rt.layer, g, hd, start, npos, grp, rt.attScale, probs)
-			return
-		}
-		if kv.half {
-			kernels.AttendF16(out, q, kvHead(kv, kv.k16[rt.layer], g)[start*hd:], kvHead(kv, kv.v16[rt.layer], g)[start*hd:], hd, npos-start, grp, rt.attScale, probs)
-			return
-		}
-		kernels.Attend(out, q, kvHead(kv, kv.k[rt.layer], g)[start*hd:], kvHead(kv, kv.v[rt.layer], g)[start*hd:], hd, npos-start, grp, rt.attScale, probs)
+		rt.attendWindow(out, q, kv, g, start, npos, worker, probs)
 		return
 	}
 	if kv.half {

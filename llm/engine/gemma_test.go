@@ -177,3 +177,34 @@ func TestGemma3RealShape(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { kquantCaseDir(t, dir, c.name, c.logit, c.topTol) })
 	}
 }
+
+// TestReblockKeys: a window re-blocked from any start holds exactly the
+// keys StoreKey wrote for those positions, in the kernels' layout.
+func TestReblockKeys(t *testing.T) {
+	const hd, total = 32, 80
+	src := make([]float32, kernels.KeyCacheLen(hd, total))
+	row := make([]float32, hd)
+	for p := 0; p < total; p++ {
+		for d := range row {
+			row[d] = float32(p*1000 + d)
+		}
+		kernels.StoreKey(src, hd, p, row)
+	}
+	var dst []float32
+	for start := 1; start < 40; start++ {
+		for _, n := range []int{1, 5, 15, 16, 17, 31, 33, total - start} {
+			if start+n > total {
+				continue
+			}
+			dst = reblockKeys(dst, src, hd, start, n)
+			for i := 0; i < n; i++ {
+				for d := 0; d < hd; d++ {
+					got := dst[i/kernels.KeyBlock*kernels.KeyBlock*hd+d*kernels.KeyBlock+i%kernels.KeyBlock]
+					if want := float32((start+i)*1000 + d); got != want {
+						t.Fatalf("start %d n %d: slot %d dim %d holds %v, want %v", start, n, i, d, got, want)
+					}
+				}
+			}
+		}
+	}
+}
