@@ -18,6 +18,8 @@ DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-de
 # The browser test drives Debian's Chromium with playwright-core (which never
 # downloads a browser of its own).
 BROWSER_TEST_DIR := web/testdata/browser
+# and the LiveKit room test drives it with livekit-client (web/lkagent).
+LK_BROWSER_TEST_DIR := web/lkagent/testdata/browser
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .DEFAULT_GOAL := help
@@ -49,6 +51,10 @@ browser-deps: ## npm packages of the browser test (playwright-core; Chromium com
 	@if [ ! -d $(BROWSER_TEST_DIR)/node_modules/playwright-core ]; then \
 		cd $(BROWSER_TEST_DIR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund \
 		|| echo "warning: npm ci failed; the browser tests will skip"; \
+	fi
+	@if [ ! -d $(LK_BROWSER_TEST_DIR)/node_modules/livekit-client ]; then \
+		cd $(LK_BROWSER_TEST_DIR) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund \
+		|| echo "warning: npm ci failed; the LiveKit browser test will skip"; \
 	fi
 
 # livekit-server for the LiveKit agent tests (web/lkagent), built from its Go

@@ -28,7 +28,46 @@ const (
 	inputQueue = 64
 	// rtpBuf holds one RTP packet.
 	rtpBuf = 1500
+	// maxGap is the longest pause filled with silence (DTX pauses; past
+	// it the microphone stopped: muted, or gone).
+	maxGap = 2 * time.Second
+	// dtxWait: a read that waits this long queues the silence since the
+	// last packet.
+	dtxWait = 60 * time.Millisecond
+	// dtxBytes: an Opus packet this short is a DTX (silence) frame; speech
+	// takes tens of bytes a frame.
+	dtxBytes = 3
+	// silenceChunk: silence is queued 100 ms at a time at most.
+	silenceChunk = rate / 10
 )
+
+// opusSamples is how many 48 kHz samples an Opus packet holds, from its
+// TOC byte (RFC 6716, section 3.1); 0 when it cannot tell.
+func opusSamples(p []byte) int {
+	if len(p) == 0 {
+		return 0
+	}
+	config := int(p[0] >> 3)
+	var frame int
+	switch {
+	case config < 12: // SILK: 10, 20, 40, 60 ms
+		frame = [4]int{480, 960, 1920, 2880}[config%4]
+	case config < 16: // hybrid: 10, 20 ms
+		frame = [2]int{480, 960}[config%2]
+	default: // CELT: 2.5, 5, 10, 20 ms
+		frame = [4]int{120, 240, 480, 960}[config%4]
+	}
+	switch p[0] & 3 {
+	case 0:
+		return frame
+	case 1, 2:
+		return 2 * frame
+	}
+	if len(p) < 2 {
+		return 0
+	}
+	return int(p[1]&0x3f) * frame
+}
 
 // job is one dispatched conversation: the agent in one room, one session
 // on the first remote microphone it hears.
@@ -234,16 +273,62 @@ func (j *job) readMic(track *webrtc.TrackRemote) {
 	close(j.micReady)
 	buf := make([]byte, rtpBuf)
 	var pkt rtp.Packet
+	// livekit-client publishes with Opus DTX: in a pause the browser sends
+	// a packet every 400 ms or so and the RTP clock jumps. The session must
+	// hear the silence a pause stands for as it passes, or its end of
+	// speech waits for the next packet (2 s where 0.5 s was due). So,
+	// after a DTX frame, a read that waits past dtxWait queues the silence
+	// up to now, and a packet whose RTP time jumps ahead queues what is
+	// still missing. (Only after a DTX frame: a speech packet that comes
+	// late must not get silence put before it.)
+	var next uint32      // the RTP time the next packet should carry
+	var lastEnd uint32   // the RTP time where the last packet ended
+	var lastAt time.Time // when it arrived
+	have := false
+	quiet := false // the last packet was a DTX frame: a pause has begun
+	fill := func(samples int32) bool {
+		for samples > 0 {
+			k := min(samples, silenceChunk)
+			if up.WriteSilence(j.ctx, int(k)) != nil {
+				return false
+			}
+			samples -= k
+			next += uint32(k)
+		}
+		return true
+	}
 	for {
+		_ = track.SetReadDeadline(time.Now().Add(dtxWait))
 		n, _, err := track.Read(buf)
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, net.ErrClosed) || j.ctx.Err() != nil {
 				return
 			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				if have && quiet && j.started.Load() && time.Since(lastAt) < maxGap {
+					// Silence due by now, less what was already queued.
+					due := int32(time.Since(lastAt).Milliseconds()*rate/1000) - int32(next-lastEnd)
+					if due >= silenceChunk/5 && !fill(due) {
+						return
+					}
+				}
+				continue
+			}
 			continue // one bad packet; the web transport counts these
 		}
 		if !j.started.Load() || pkt.Unmarshal(buf[:n]) != nil || len(pkt.Payload) == 0 {
 			continue
+		}
+		if gap := int32(pkt.Timestamp - next); have && gap > 0 && gap <= int32(maxGap/time.Millisecond)*rate/1000 {
+			if !fill(gap) {
+				return
+			}
+		}
+		if d := opusSamples(pkt.Payload); d > 0 {
+			next, have = pkt.Timestamp+uint32(d), true
+			lastEnd, lastAt = next, time.Now()
+			quiet = len(pkt.Payload) <= dtxBytes
 		}
 		switch queued, p := up.Write(pkt.Payload); {
 		case p != nil:

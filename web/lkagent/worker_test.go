@@ -83,3 +83,23 @@ func TestHealthSaysDraining(t *testing.T) {
 	w.drain() // no jobs: returns at once
 	check(http.StatusServiceUnavailable, "draining")
 }
+
+func TestOpusSamples(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pkt  []byte
+		want int
+	}{
+		{"empty", nil, 0},
+		{"CELT FB 20 ms, one frame", []byte{31<<3 | 0, 0xaa}, 960},
+		{"CELT FB 10 ms, two frames", []byte{30<<3 | 1, 0xaa}, 960},
+		{"SILK WB 60 ms", []byte{11<<3 | 0}, 2880},
+		{"hybrid FB 20 ms, code 3 with 3 frames", []byte{15<<3 | 3, 3}, 2880},
+		{"code 3 without its count byte", []byte{15<<3 | 3}, 0},
+		{"CELT 2.5 ms", []byte{16<<3 | 0}, 120},
+	} {
+		if got := opusSamples(tc.pkt); got != tc.want {
+			t.Errorf("%s: opusSamples(% x) = %d, want %d", tc.name, tc.pkt, got, tc.want)
+		}
+	}
+}
