@@ -326,6 +326,58 @@ static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, in
 		out[j * ostride] = KN_FN(khsum)(acc[j]) - 32.0f * KN_FN(khsum)(acco[j]);
 }
 
+// q5k_dot4 is q5k_dot for four activation rows at once, as q4k_dot4.
+static inline __attribute__((always_inline)) void KN_FN(q5k_dot4)(float *out, int64_t ostride,
+		const uint8_t *w, int64_t nsb, const uint8_t *const *xq, const float *const *xd, const float *const *xh) {
+	const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+	__m256 acc[4], accm[4];
+	for (int j = 0; j < 4; j++)
+		acc[j] = accm[j] = _mm256_setzero_ps();
+	for (int64_t s = 0; s < nsb; s++, w += 176) {
+		uint16_t hd, hm;
+		memcpy(&hd, w, 2);
+		memcpy(&hm, w + 2, 2);
+		const float d = _cvtsh_ss(hd), dmin = _cvtsh_ss(hm);
+		uint32_t a, b, c, sm[4];
+		memcpy(&a, w + 4, 4);
+		memcpy(&b, w + 8, 4);
+		memcpy(&c, w + 12, 4);
+		sm[0] = a & 0x3f3f3f3f;
+		sm[1] = (c & 0x0f0f0f0f) | (((a >> 6) & 0x03030303) << 4);
+		sm[2] = b & 0x3f3f3f3f;
+		sm[3] = ((c >> 4) & 0x0f0f0f0f) | (((b >> 6) & 0x03030303) << 4);
+		const __m128i smv = _mm_loadu_si128((const __m128i *)sm);
+		const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
+		const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(dmin),
+			_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
+		float f[4][8];
+		for (int j = 0; j < 4; j++) {
+			const __m256 hs = _mm256_hadd_ps(_mm256_loadu_ps(xh[j] + 16 * s), _mm256_loadu_ps(xh[j] + 16 * s + 8));
+			const __m256 xsum = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(hs), 0xd8));
+			accm[j] = _mm256_fmadd_ps(dmn, xsum, accm[j]);
+			_mm256_storeu_ps(f[j], _mm256_mul_ps(dsc, _mm256_loadu_ps(xd[j] + 8 * s)));
+		}
+		const __m256i hb = _mm256_loadu_si256((const __m256i *)(w + 16));
+		const uint8_t *qs = w + 48;
+		for (int k = 0; k < 4; k++) {
+			const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
+			const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * k), one);
+			const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * k + 1), one);
+			const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), _mm256_slli_epi16(h0, 4));
+			const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), _mm256_slli_epi16(h1, 4));
+			for (int j = 0; j < 4; j++) {
+				const uint8_t *x = xq[j] + (8 * s + 2 * k) * 34 + 2;
+				const __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
+				const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 34));
+				acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(lo, x0)), _mm256_set1_ps(f[j][2 * k]), acc[j]);
+				acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(hi, x1)), _mm256_set1_ps(f[j][2 * k + 1]), acc[j]);
+			}
+		}
+	}
+	for (int j = 0; j < 4; j++)
+		out[j * ostride] = KN_FN(khsum)(acc[j]) - KN_FN(khsum)(accm[j]);
+}
+
 // The types without a four-row tile take the rows one at a time.
 #define KN_DOT4_BY_ONE(DOT)                                                                              \
 	static inline __attribute__((always_inline)) void KN_FN(DOT##4)(float *out, int64_t ostride,        \
@@ -334,7 +386,6 @@ static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, in
 		for (int j = 0; j < 4; j++)                                                                      \
 			out[j * ostride] = KN_FN(DOT)(w, nw, xq[j], xd[j], xh[j]);                                   \
 	}
-KN_DOT4_BY_ONE(q5k_dot)
 KN_DOT4_BY_ONE(q5_0_dot)
 KN_DOT4_BY_ONE(q5_1_dot)
 #undef KN_DOT4_BY_ONE

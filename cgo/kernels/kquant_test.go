@@ -168,3 +168,45 @@ func BenchmarkMatVecK(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMatMulK reports the row-layout products for a 64-row prompt batch (GFLOP/s of
+// 2·rows·cols·n) beside the file-layout Q8_0 product on the same shape.
+func BenchmarkMatMulK(b *testing.B) {
+	defer kernels.UseGeneric(false)
+	rng := rand.New(rand.NewPCG(2, 2))
+	const rows, cols, n = 512, 2048, 64
+	xq := activations(rng, n, cols)
+	wf := make([]float32, rows*cols)
+	for i := range wf {
+		wf[i] = float32(rng.NormFloat64() * 0.02)
+	}
+	w8 := make([]byte, len(wf)/32*kernels.BlockQ8_0)
+	kernels.QuantizeQ8_0(w8, wf)
+	out := make([]float32, n*rows)
+	kinds := []struct {
+		name string
+		run  func()
+	}{{"q8_0", func() { kernels.MatMulQ8_0(out, rows, w8, cols, 0, rows, xq, n) }}}
+	for _, k := range rowQuantKernels {
+		w := kBlocks(rng, k.typ, rows, cols)
+		kinds = append(kinds, struct {
+			name string
+			run  func()
+		}{strings.ToLower(k.typ.String()), func() { k.f(out, rows, w, cols, 0, rows, xq, n) }})
+	}
+	for _, k := range kinds {
+		b.Run(k.name, func(b *testing.B) {
+			for _, tier := range []string{"avx2", "avx512vnni"} {
+				if kernels.ForceFeatures(tier) != nil {
+					continue
+				}
+				b.Run(tier, func(b *testing.B) {
+					for b.Loop() {
+						k.run()
+					}
+					b.ReportMetric(2*float64(rows*cols*n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		})
+	}
+}
