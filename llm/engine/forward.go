@@ -557,8 +557,10 @@ func (rt *compute) prepHeads(j, g int) {
 		}
 		kernels.RMSNorm(kg, kg, lw.kNorm.f32, hp.rmsEps)
 	}
-	kernels.Rope(qg, grp, hd, cos, sin, hp.rope == ropeNorm)
-	kernels.Rope(kg, 1, hd, cos, sin, hp.rope == ropeNorm)
+	if hp.noRopeStep == 0 || (rt.layer+1)%hp.noRopeStep != 0 {
+		kernels.Rope(qg, grp, hd, cos, sin, hp.rope == ropeNorm)
+		kernels.Rope(kg, 1, hd, cos, sin, hp.rope == ropeNorm)
+	}
 	sg := &rt.segs[rt.rowSeg[j]]
 	sg.kv.store(rt.layer, g, sg.pos0+j-sg.start, kg, rt.v[j*kvDim+g*hd:j*kvDim+(g+1)*hd])
 }

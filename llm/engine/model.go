@@ -50,6 +50,9 @@ type hyperParams struct {
 	gelu        bool    // the FFN gate is GELU (tanh form), not SiLU
 	softcap     float32 // final logits become softcap·tanh(logit/softcap); 0 = none
 
+	// noRopeStep: every noRopeStep-th layer (1-based) has no RoPE (SmolLM3's NoPE layers); 0 = none.
+	noRopeStep int
+
 	kvHalf bool // KV caches are fp16 (chosen by the engine, not read from the file)
 }
 
@@ -136,7 +139,7 @@ func archKey(arch, key string) string { return arch + "." + key }
 // maxVocab bounds a model's vocabulary (the largest in use are ~256k).
 const maxVocab = 1 << 22
 
-// readHyperParams reads and checks the dimensions of a llama, qwen2, qwen3 or gemma3 GGUF.
+// readHyperParams reads and checks the dimensions of a llama, qwen2, qwen3, gemma3 or smollm3 GGUF.
 func readHyperParams(f *gguf.File) (hyperParams, error) {
 	var hp hyperParams
 	arch, ok := f.String("general.architecture")
@@ -153,13 +156,16 @@ func readHyperParams(f *gguf.File) (hyperParams, error) {
 	case "qwen3":
 		hp.rope = ropeNeox
 		hp.qkNorm = true
+	case "smollm3":
+		hp.rope = ropeNorm
+		hp.noRopeStep = 4 // llama.cpp's n_no_rope_layer_step: layers 3, 7, 11, ... skip RoPE
 	case "gemma3":
 		hp.rope = ropeNeox
 		hp.qkNorm = true
 		hp.postNorms = true
 		hp.gelu = true
 	default:
-		return hp, fmt.Errorf("%w: %q (supported: llama, qwen2, qwen3, gemma3)", ErrUnsupportedArch, arch)
+		return hp, fmt.Errorf("%w: %q (supported: llama, qwen2, qwen3, gemma3, smollm3)", ErrUnsupportedArch, arch)
 	}
 	need := func(key string) (int, error) {
 		v, ok := f.Uint(archKey(arch, key))

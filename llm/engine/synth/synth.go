@@ -17,7 +17,7 @@ import (
 // Shape is a model architecture with its hyper-parameters. Embeddings are tied (no output.weight).
 type Shape struct {
 	Name      string
-	Arch      string // general.architecture: "llama", "qwen2" or "gemma3"
+	Arch      string // general.architecture: "llama", "qwen2", "gemma3" or "smollm3"
 	Vocab     int
 	Embd      int
 	Layers    int
@@ -64,6 +64,12 @@ var shapes = map[string]Shape{
 		Context: 256, RopeBase: 10000, RMSEps: 1e-5, Pre: "smollm", ModelName: "tiny K-quant llama (random weights)"},
 	"tiny-qwen2": {Name: "tiny-qwen2", Arch: "qwen2", Vocab: 512, Embd: 64, Layers: 2, Heads: 4, KVHeads: 2, FF: 128,
 		Context: 256, RopeBase: 1e6, RMSEps: 1e-6, Pre: "qwen2", QKVBias: true, ModelName: "tiny qwen2 (random weights)"},
+	// SmolLM3-3B (HuggingFaceTB/SmolLM3-3B config; llama layers with RoPE left out of every
+	// fourth), and a tiny one with such a layer.
+	"smollm3-3b": {Name: "smollm3-3b", Arch: "smollm3", Vocab: 128256, Embd: 2048, Layers: 36, Heads: 16, KVHeads: 4,
+		FF: 11008, Context: 65536, RopeBase: 5e6, RMSEps: 1e-6, Pre: "llama-bpe", ModelName: "SmolLM3 3B (random weights)"},
+	"tiny-smollm3": {Name: "tiny-smollm3", Arch: "smollm3", Vocab: 512, Embd: 64, Layers: 4, Heads: 4, KVHeads: 2, FF: 128,
+		Context: 256, RopeBase: 5e6, RMSEps: 1e-6, Pre: "smollm", NormJitter: 0.3, ModelName: "tiny smollm3 (random weights)"},
 	// Gemma 3's shapes (google/gemma-3-270m and gemma-3-1b configs: head_dim 256, one KV head,
 	// 512-position sliding window on five layers of six, global RoPE base 1e6, local 10000).
 	"gemma3-270m": {Name: "gemma3-270m", Arch: "gemma3", Vocab: 262144, Embd: 640, Layers: 18, Heads: 4, KVHeads: 1,

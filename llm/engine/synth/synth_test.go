@@ -12,7 +12,7 @@ import (
 
 func TestTinyAllTypes(t *testing.T) {
 	dir := t.TempDir()
-	for _, shape := range []string{"tiny", "tiny-qwen2", "tiny-gemma3"} {
+	for _, shape := range []string{"tiny", "tiny-qwen2", "tiny-gemma3", "tiny-smollm3"} {
 		s, _ := Lookup(shape)
 		for _, typ := range []gguf.Type{gguf.TypeF32, gguf.TypeF16, gguf.TypeQ8_0, gguf.TypeQ4_0} {
 			path := filepath.Join(dir, shape+"-"+typ.String()+".gguf")
