@@ -91,12 +91,12 @@ func TestOpusSamples(t *testing.T) {
 		want int
 	}{
 		{"empty", nil, 0},
-		{"CELT FB 20 ms, one frame", []byte{31<<3 | 0, 0xaa}, 960},
+		{"CELT FB 20 ms, one frame (code 0)", []byte{31 << 3, 0xaa}, 960},
 		{"CELT FB 10 ms, two frames", []byte{30<<3 | 1, 0xaa}, 960},
-		{"SILK WB 60 ms", []byte{11<<3 | 0}, 2880},
+		{"SILK WB 60 ms", []byte{11 << 3}, 2880},
 		{"hybrid FB 20 ms, code 3 with 3 frames", []byte{15<<3 | 3, 3}, 2880},
 		{"code 3 without its count byte", []byte{15<<3 | 3}, 0},
-		{"CELT 2.5 ms", []byte{16<<3 | 0}, 120},
+		{"CELT 2.5 ms", []byte{16 << 3}, 120},
 	} {
 		if got := opusSamples(tc.pkt); got != tc.want {
 			t.Errorf("%s: opusSamples(% x) = %d, want %d", tc.name, tc.pkt, got, tc.want)
