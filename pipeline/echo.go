@@ -252,7 +252,8 @@ type micCleaner struct {
 	// client's capture clock, anchored on the audio's arrival.
 	micPos   int64
 	anchored bool
-	frames   int
+	frames   int // cleaned, for the summary at Close
+	gated    int // of them brought down to the noise floor
 
 	delay echoDelay
 	bulk  int64 // samples the reference is read late by (from delay)
@@ -336,7 +337,9 @@ func (c *micCleaner) clean(frame []int16, arrived time.Time) []int16 {
 			Msg("echo path delay (envelope correlation): the canceller starts over at it")
 	}
 	c.floor.add(outE)
+	c.frames++
 	if c.delay.masks(outE) && outE > c.floor.energy {
+		c.gated++
 		// Down to the room's noise floor: quieter would be a hole the VAD
 		// takes for a new, lower floor (and the noise after it for speech).
 		g := math.Sqrt(c.floor.energy / outE)
@@ -362,8 +365,20 @@ func (c *micCleaner) process(frame, ref []int16) []int16 {
 	return c.out
 }
 
-// Close frees the processor; idempotent.
-func (c *micCleaner) Close() error { return c.proc.Close() }
+// Close frees the processor; idempotent. With echo cancellation it logs
+// what the session found of the echo path.
+func (c *micCleaner) Close() error {
+	if c.ref != nil && c.frames > 0 {
+		ev := c.log.Debug().Int("frames", c.frames).Int("gated", c.gated)
+		if c.delay.lag >= 0 {
+			ev = ev.Int("echo_delay_ms", c.delay.lag*frameMs).Float64("echo_gain_db", c.delay.gainDB()).
+				Float64("erle_db", 10*math.Log10(max(1, c.delay.erle)))
+		}
+		ev.Msg("echo cancellation: the path found, and the frames gated as echo")
+		c.frames = 0
+	}
+	return c.proc.Close()
+}
 
 func frameEnergy(pcm []int16) float64 {
 	var e float64
