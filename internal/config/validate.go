@@ -14,7 +14,7 @@ import (
 
 // ChatTemplates lists the names llm.engine.chat_template accepts ("" means
 // the model's own template): llm/engine/chat's Names (its tests check).
-var ChatTemplates = []string{"", "chatml", "llama3", "llama2", "raw", "qwen2.5", "smollm2", "llama3.1", "gemma", "phi3"}
+var ChatTemplates = []string{"", "chatml", "llama3", "llama2", "raw", "qwen2.5", "smollm2", "smollm3", "llama3.1", "gemma", "phi3"}
 
 // Validate checks every value's range. Each problem is one line naming the
 // key and where its value came from; all problems are reported together.

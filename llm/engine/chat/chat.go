@@ -13,6 +13,7 @@ package chat
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/voxpipe/voxpipe/llm"
 )
@@ -31,6 +32,11 @@ const (
 	Qwen25 = "qwen2.5"
 	// SmolLM2 is ChatML with SmolLM2-Instruct's default system prompt.
 	SmolLM2 = "smollm2"
+	// SmolLM3 is SmolLM3's ChatML: a metadata system block and, in its
+	// "/no_think" reasoning mode (the default here: a voice assistant must
+	// not speak its reasoning; "/think" in the system prompt turns it on),
+	// an empty <think></think> opening every assistant turn. No tools.
+	SmolLM3 = "smollm3"
 	// Llama31 is Llama 3.1-3.3's format: Llama3 plus a system header that
 	// is always there, with the knowledge cutoff and a date
 	// (Options.Date), and "Environment: ipython" when tools are offered;
@@ -62,7 +68,7 @@ var defaultSystem = map[string]string{
 }
 
 // Names lists every template name Render knows.
-var Names = []string{ChatML, Llama3, Llama2, Raw, Qwen25, SmolLM2, Llama31, Gemma, Phi3}
+var Names = []string{ChatML, Llama3, Llama2, Raw, Qwen25, SmolLM2, SmolLM3, Llama31, Gemma, Phi3}
 
 // Family is the generic format a template name renders in (ChatML for
 // Qwen25 and SmolLM2, Llama3 for Llama31, the name itself otherwise): the
@@ -104,9 +110,9 @@ func Identify(chatTemplate string) (name string, known bool) {
 		switch {
 		case strings.Contains(t, defaultSystem[Qwen25]):
 			return Qwen25, true
-		case strings.Contains(t, defaultSystem[SmolLM2]) && !strings.Contains(t, "Reasoning Mode"):
-			// SmolLM3's template has the same sentence inside its
-			// metadata block, which SmolLM2 does not render.
+		case strings.Contains(t, "Reasoning Mode"):
+			return SmolLM3, true
+		case strings.Contains(t, defaultSystem[SmolLM2]):
 			return SmolLM2, true
 		}
 		return ChatML, true
@@ -180,6 +186,10 @@ func RenderWith(name string, msgs []llm.Message, o Options, addGenerationPrompt 
 		if err := renderGemma(&sb, msgs, addGenerationPrompt); err != nil {
 			return "", err
 		}
+	case SmolLM3:
+		if err := renderSmolLM3(&sb, msgs, addGenerationPrompt); err != nil {
+			return "", err
+		}
 	case Phi3:
 		if err := renderPhi3(&sb, msgs); err != nil {
 			return "", err
@@ -240,6 +250,60 @@ func renderGemma(sb *strings.Builder, msgs []llm.Message, addGenerationPrompt bo
 	return nil
 }
 
+// renderSmolLM3 writes SmolLM3's template (llama.cpp's copy of it, with
+// enable_thinking false): the system block's custom instructions are the
+// system message without "/think" and "/no_think" (or SmolLM's default
+// line), a tool result is a user turn.
+func renderSmolLM3(sb *strings.Builder, msgs []llm.Message, addGenerationPrompt bool) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	mode, custom := "/no_think", ""
+	if msgs[0].Role == llm.RoleSystem {
+		sys := msgs[0].Content
+		switch {
+		case strings.Contains(sys, "/no_think"):
+		case strings.Contains(sys, "/think"):
+			mode = "/think"
+		}
+		custom = strings.TrimRightFunc(strings.ReplaceAll(strings.ReplaceAll(sys, "/no_think", ""), "/think", ""), unicode.IsSpace)
+	}
+	switch {
+	case custom != "":
+		custom += "\n\n"
+	case mode == "/think":
+		return fmt.Errorf("%w: smollm3's /think mode without instructions (its long default prompt is not rendered)", ErrRole)
+	default:
+		custom = "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n"
+	}
+	sb.WriteString("<|im_start|>system\n## Metadata\n\nKnowledge Cutoff Date: June 2025\nReasoning Mode: " + mode +
+		"\n\n## Custom Instructions\n\n" + custom + "<|im_end|>\n")
+	think := ""
+	if mode == "/no_think" {
+		think = "<think>\n\n</think>\n"
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case llm.RoleSystem:
+			if i > 0 {
+				return fmt.Errorf("%w: a system message after the first (smollm3 renders one)", ErrRole)
+			}
+		case llm.RoleUser:
+			sb.WriteString("<|im_start|>user\n" + m.Content + "<|im_end|>\n")
+		case llm.RoleAssistant:
+			sb.WriteString("<|im_start|>assistant\n" + think + strings.TrimLeft(m.Content, "\n") + "<|im_end|>\n")
+		case llm.RoleTool:
+			sb.WriteString("<|im_start|>user\n" + m.Content + "<|im_end|>\n")
+		default:
+			return fmt.Errorf("%w: %q in message %d (smollm3 knows system, user, assistant, tool)", ErrRole, m.Role, i)
+		}
+	}
+	if addGenerationPrompt {
+		sb.WriteString("<|im_start|>assistant\n" + think)
+	}
+	return nil
+}
+
 // renderPhi3 writes Phi-3's turns; an empty system message is left out, as
 // its template does.
 func renderPhi3(sb *strings.Builder, msgs []llm.Message) error {
@@ -294,7 +358,7 @@ func renderLlama2(sb *strings.Builder, msgs []llm.Message) error {
 // when a model writes them as plain text rather than as control tokens.
 func StopStrings(name string) []string {
 	switch Family(name) {
-	case ChatML:
+	case ChatML, SmolLM3:
 		return []string{"<|im_end|>", "<|im_start|>"}
 	case Llama3:
 		return []string{"<|eot_id|>", "<|start_header_id|>", "<|end_of_text|>"}

@@ -35,7 +35,7 @@ func TestDetect(t *testing.T) {
 		// Excerpts of the families' templates (testdata/reference/README.md).
 		"{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}":                                              Qwen25,
 		"{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}":                                               SmolLM2,
-		"{{- \"## Metadata\\n\\n\" -}} {{- \"Reasoning Mode: \" + reasoning_mode }} You are a helpful AI assistant named SmolLM, trained by Hugging Face <|im_start|>": ChatML,
+		"{{- \"## Metadata\\n\\n\" -}} {{- \"Reasoning Mode: \" + reasoning_mode }} You are a helpful AI assistant named SmolLM, trained by Hugging Face <|im_start|>": SmolLM3,
 		"{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}{{- \"Cutting Knowledge Date: December 2023\\n\" }}":                                               Llama31,
 		"{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first else \"\") }}":                                                                         Gemma,
 		"{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}":                                                                      Phi3,

@@ -52,6 +52,7 @@ var refTemplate = map[string]string{
 	"phi3":     Phi3,
 	"gemma3":   Gemma,
 	"smollm2":  SmolLM2,
+	"smollm3":  SmolLM3,
 }
 
 func readJSON(t *testing.T, path string, v any) {
