@@ -10,11 +10,12 @@ BENCHTIME ?= 200ms
 
 # Debian packages for cgo (pocketsphinx, flite, espeak-ng, libopus) and the
 # models/test data the tests use, and the knowledge base's default dictionary
-# (WordNet, FOLDOC, the Jargon File; llm/knowledge), and HAProxy for the
-# load-balancer test (internal/scaletest).
+# (WordNet, FOLDOC, the Jargon File; llm/knowledge), HAProxy for the
+# load-balancer test (internal/scaletest) and Redis for the two-node LiveKit
+# test (web/lkagent).
 DEB_PACKAGES := libopus-dev libopusfile-dev libpocketsphinx-dev libsphinxbase-dev \
 	pocketsphinx-en-us pocketsphinx-testdata flite1-dev libespeak-ng-dev espeak-ng \
-	libspeexdsp-dev sox pkg-config gcc chromium nodejs wordnet-base dict-foldoc dict-jargon haproxy
+	libspeexdsp-dev sox pkg-config gcc chromium nodejs wordnet-base dict-foldoc dict-jargon haproxy redis-server
 # The browser test drives Debian's Chromium with playwright-core (which never
 # downloads a browser of its own).
 BROWSER_TEST_DIR := web/testdata/browser

@@ -43,9 +43,28 @@ const (
 
 // liveKit is a livekit-server process on loopback.
 type liveKit struct {
-	url  string // ws://127.0.0.1:port
-	pid  int
+	url string // ws://127.0.0.1:port
+	pid int
+
+	mu   sync.Mutex // guards logs
 	logs *strings.Builder
+}
+
+// logged says whether the server's log has a line holding every one of
+// parts.
+func (lk *liveKit) logged(parts ...string) bool {
+	lk.mu.Lock()
+	defer lk.mu.Unlock()
+	for _, line := range strings.Split(lk.logs.String(), "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // freePort returns a port free on loopback for network ("tcp" or "udp").
@@ -71,6 +90,13 @@ func freePort(t testing.TB, network string) int {
 // test when the binary is absent.
 func startLiveKit(t testing.TB) *liveKit {
 	t.Helper()
+	return startLiveKitWith(t, "")
+}
+
+// startLiveKitWith is startLiveKit with extra YAML appended to the config
+// (redis: for a node of several).
+func startLiveKitWith(t testing.TB, extra string) *liveKit {
+	t.Helper()
 	bin := os.Getenv("VOXPIPE_LIVEKIT_SERVER")
 	if bin == "" {
 		bin = filepath.Join(testenv.RepoRoot(t), "build", "livekit-server-"+LiveKitVersion, "livekit-server")
@@ -91,7 +117,7 @@ keys:
   %s: %s
 logging:
   level: info
-`, port, udp, tcp, testKey, testSecret)
+`, port, udp, tcp, testKey, testSecret) + extra
 	cmd := exec.Command(bin, "--config-body", conf)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -102,16 +128,15 @@ logging:
 		t.Fatalf("start livekit-server: %v", err)
 	}
 	lk := &liveKit{url: fmt.Sprintf("ws://127.0.0.1:%d", port), pid: cmd.Process.Pid, logs: &strings.Builder{}}
-	var logMu sync.Mutex
 	logged := make(chan struct{})
 	go func() {
 		defer close(logged)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
-			logMu.Lock()
+			lk.mu.Lock()
 			lk.logs.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
+			lk.mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() {
@@ -126,9 +151,9 @@ logging:
 		}
 		<-logged
 		if t.Failed() {
-			logMu.Lock()
-			t.Logf("livekit-server log:\n%s", tail(lk.logs.String(), 6000))
-			logMu.Unlock()
+			lk.mu.Lock()
+			t.Logf("livekit-server %s log:\n%s", lk.url, tail(lk.logs.String(), 6000))
+			lk.mu.Unlock()
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
@@ -631,5 +656,80 @@ func TestAgentBargeIn(t *testing.T) {
 	// The whole answer is ~8 s (400 packets): a cut one stops far short.
 	if n1 > 200 {
 		t.Errorf("turn %d: %d audible packets, the answer played on after the cut", cut.Turn, n1)
+	}
+}
+
+// startRedis starts redis-server on loopback for the test, or skips it.
+func startRedis(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not found (Debian package redis-server): ", err)
+	}
+	port := freePort(t, "tcp")
+	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server did not listen on %s within 10 s", addr)
+		}
+	}
+}
+
+// TestTwoNodes: two livekit-server nodes share a Redis; the worker
+// registers with the first, the caller joins through the second, which
+// hosts the room (region-aware placement puts a room on the node nearest
+// the one asked). The job request crosses to the worker's node over Redis,
+// the agent's media goes to the room's node, and the caller is answered.
+func TestTwoNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: starts redis-server, two livekit-server nodes and speaks a real turn")
+	}
+	redis := startRedis(t)
+	node := func(region string) string {
+		return "redis:\n  address: " + redis + "\nregion: " + region + `
+node_selector:
+  kind: regionaware
+  regions:
+    - name: one
+      lat: 10
+      lon: 10
+    - name: two
+      lat: 50
+      lon: 50
+`
+	}
+	lk1 := startLiveKitWith(t, node("one"))
+	lk2 := startLiveKitWith(t, node("two"))
+	_, synth := engines(t)
+	question := speech(t, synth, "what is the weather like today")
+	startWorker(t, lk1, nil)
+
+	c := joinCaller(t, lk2, "room-two-nodes", "caller")
+	c.waitEvent(30*time.Second, "ready from the agent registered on the other node", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventReady })
+	c.say(question, 1500)
+	final := c.waitEvent(30*time.Second, "final transcript", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventTranscript && ev.Final })
+	trace := c.waitEvent(30*time.Second, "trace", func(ev pipeline.Event) bool { return ev.Type == pipeline.EventTrace })
+	n, _ := c.heard(trace.Turn)
+	t.Logf("caller and room on node 2, worker on node 1: heard %q, %d audible answer packets, v2v %v ms", final.Text, n, deref(trace.VoiceToVoiceMs))
+	if !strings.Contains(final.Text, "weather") || n < 10 {
+		t.Errorf("transcript %q, %d audible packets: want the question heard and answered", final.Text, n)
+	}
+	if !lk2.logged("starting RTC session", "room-two-nodes", "voxpipe-agent-") {
+		t.Error("the agent's session is not on node 2, the room's node: the test did not cross nodes")
+	}
+	if lk1.logged("starting RTC session", "room-two-nodes") {
+		t.Error("node 1 hosts a session of the room: the room was not placed on node 2")
 	}
 }
