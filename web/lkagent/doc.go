@@ -13,6 +13,9 @@
 // transcripts, answers, trace) as JSON data packets on the topic
 // EventsTopic. A participant sends playback_start, interrupt and stop as
 // JSON data packets on ControlTopic, the messages of docs/protocol.md.
+// Pauses a browser sends as Opus DTX (a packet every 400 ms or so) reach
+// the session as the silence they stand for, as they pass, so the end of
+// speech is not held back.
 //
 // After every job start and end the worker reports its load (jobs /
 // MaxJobs) and WS_FULL at capacity, so the server dispatches elsewhere.
