@@ -123,6 +123,7 @@ func (w *weight) convert(vector bool) error {
 	dstRow := w.cols / to.BlockSize() * to.BlockBytes()
 	out := make([]byte, w.rows*dstRow)
 	if to == gguf.TypeQ8_0 && quant.TranscodeQ8_0(out, w.raw, w.fileType) {
+		dropMapped(w.raw)                     // the file's pages are not read again
 		w.typ, w.raw, w.owned = to, out, true // exact: the same scale and integers
 		return nil
 	}
@@ -140,6 +141,7 @@ func (w *weight) convert(vector bool) error {
 			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
 		}
 	}
+	dropMapped(w.raw)
 	w.typ, w.raw, w.owned = to, out, true
 	if to == gguf.TypeF32 {
 		w.f32 = unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(out))), w.rows*w.cols)
