@@ -24,10 +24,10 @@ type kquantRef struct {
 	GreedyTopLogit   []float32 `json:"greedy_top_logit"`
 }
 
-// TestKQuantFixtures compares llama-quantize's Q4_K_M and Q5_K_M files with llama.cpp's own
+// TestKQuantFixtures compares llama-quantize's Q4_K_M, Q5_K_M and Q2_K files with llama.cpp's own
 // outputs, on every kernel tier of this CPU: stories260K (trained; its 64-wide rows make every
 // matrix a fallback type: Q5_0 and Q8_0 in Q4_K_M, Q5_1 and Q8_0 in Q5_K_M) and tiny-k (random
-// weights, rows of 256: Q4_K, Q5_K, Q6_K). Gates are the measured max |Δ| with a margin of 2-3x,
+// weights, rows of 256: Q4_K, Q5_K, Q6_K; Q2_K, Q3_K). Gates are the measured max |Δ| with a margin of 2-3x,
 // for the logits at two prompt positions (logitTol) and for the winning logits along the prompt
 // and the greedy steps (topTol). Measured (AVX2, AVX-512, generic):
 //
@@ -39,6 +39,7 @@ type kquantRef struct {
 //	tiny-k Q4_K_M:      logits 0.016, top 0.019 (llama.cpp rounds activations to Q8_K, one
 //	                    scale per 256, the engine to Q8_0 for K-quant weights)
 //	tiny-k Q5_K_M:      logits 0.020, top 0.014
+//	tiny-k Q2_K:        logits 0.021, top 0.023 (Q2_K and Q3_K, re-rounded into Q8_0 at load)
 //
 // Teacher-forced top-1 must agree at every prompt position whose llama.cpp top-2 margin is
 // above 2·topTol (the goal is 99%: 100% everywhere but tiny-k Q5_K_M, 63/64 with the one
@@ -55,7 +56,7 @@ func TestKQuantFixtures(t *testing.T) {
 			logitTol, topTol float64
 		}{
 			{"stories260K-q4_k_m", 1e-5, 0.15}, {"stories260K-q5_k_m", 0.6, 0.4},
-			{"tiny-k-q4_k_m", 0.04, 0.04}, {"tiny-k-q5_k_m", 0.05, 0.04},
+			{"tiny-k-q4_k_m", 0.04, 0.04}, {"tiny-k-q5_k_m", 0.05, 0.04}, {"tiny-k-q2_k", 0.05, 0.05},
 		} {
 			t.Run(tier+"/"+c.name, func(t *testing.T) { kquantCase(t, c.name, c.logitTol, c.topTol) })
 		}
