@@ -339,10 +339,19 @@ func (j *job) readMic(track *webrtc.TrackRemote) {
 	}
 }
 
-// onData takes a participant's control message.
+// onData takes the speaker's control message.
 func (j *job) onData(data lksdk.DataPacket, params lksdk.DataReceiveParams) {
 	u, ok := data.(*lksdk.UserDataPacket)
 	if !ok || u.Topic != ControlTopic {
+		return
+	}
+	// Only the person the session listens to controls it: another
+	// participant must not stop or interrupt their conversation.
+	j.mu.Lock()
+	speaker := j.speaker
+	j.mu.Unlock()
+	if params.SenderIdentity != speaker {
+		j.log.Debug().Str("from", params.SenderIdentity).Msg("livekit control message from another participant ignored")
 		return
 	}
 	j.rulesMu.Lock()
