@@ -8,6 +8,14 @@
 // The activation terms that do not depend on the weight row (d_x per block, and d_x·Σx per
 // 32 or per 16 values for the offsets) are computed once per activation row.
 
+// KN_KT activation rows share each unpacked weight super-block in prompt products (the *_dot4
+// tiles): 4 with AVX2's 16 vector registers, 8 with AVX-512's 32.
+#if KN_VNNI
+#define KN_KT 8
+#else
+#define KN_KT 4
+#endif
+
 // kprep stores, for each of nb Q8_0 blocks of one activation row, d_x (xd[b]) and d_x·Σx over
 // the block's two halves of 16 (xh[2b], xh[2b+1]).
 static inline __attribute__((always_inline)) void KN_FN(kprep)(float *xd, float *xh, const uint8_t *xq,
@@ -85,8 +93,8 @@ static inline __attribute__((always_inline)) float KN_FN(q4k_dot)(const uint8_t 
 static inline __attribute__((always_inline)) void KN_FN(q4k_dot4)(float *out, int64_t ostride,
 		const uint8_t *w, int64_t nsb, const uint8_t *const *xq, const float *const *xd, const float *const *xh) {
 	const __m256i low4 = _mm256_set1_epi8(0x0f);
-	__m256 acc[4], accm[4];
-	for (int j = 0; j < 4; j++)
+	__m256 acc[KN_KT], accm[KN_KT];
+	for (int j = 0; j < KN_KT; j++)
 		acc[j] = accm[j] = _mm256_setzero_ps();
 	for (int64_t s = 0; s < nsb; s++, w += 144) {
 		uint16_t hd, hm;
@@ -105,8 +113,8 @@ static inline __attribute__((always_inline)) void KN_FN(q4k_dot4)(float *out, in
 		const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
 		const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(dmin),
 			_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
-		float f[4][8];
-		for (int j = 0; j < 4; j++) {
+		float f[KN_KT][8];
+		for (int j = 0; j < KN_KT; j++) {
 			const __m256 hs = _mm256_hadd_ps(_mm256_loadu_ps(xh[j] + 16 * s), _mm256_loadu_ps(xh[j] + 16 * s + 8));
 			const __m256 xsum = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(hs), 0xd8));
 			accm[j] = _mm256_fmadd_ps(dmn, xsum, accm[j]);
@@ -117,7 +125,7 @@ static inline __attribute__((always_inline)) void KN_FN(q4k_dot4)(float *out, in
 			const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
 			const __m256i lo = _mm256_and_si256(q, low4);
 			const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
-			for (int j = 0; j < 4; j++) {
+			for (int j = 0; j < KN_KT; j++) {
 				const uint8_t *x = xq[j] + (8 * s + 2 * k) * 34 + 2;
 				const __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
 				const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 34));
@@ -126,7 +134,7 @@ static inline __attribute__((always_inline)) void KN_FN(q4k_dot4)(float *out, in
 			}
 		}
 	}
-	for (int j = 0; j < 4; j++)
+	for (int j = 0; j < KN_KT; j++)
 		out[j * ostride] = KN_FN(khsum)(acc[j]) - KN_FN(khsum)(accm[j]);
 }
 
@@ -282,8 +290,8 @@ static inline __attribute__((always_inline)) float KN_FN(q5k_dot)(const uint8_t 
 static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, int64_t ostride,
 		const uint8_t *w, int64_t nsb, const uint8_t *const *xq, const float *const *xd, const float *const *xh) {
 	const __m256i low4 = _mm256_set1_epi8(0x0f), three = _mm256_set1_epi8(3);
-	__m256 acc[4], acco[4];
-	for (int j = 0; j < 4; j++)
+	__m256 acc[KN_KT], acco[KN_KT];
+	for (int j = 0; j < KN_KT; j++)
 		acc[j] = acco[j] = _mm256_setzero_ps();
 	for (int64_t s = 0; s < nsb; s++, w += 210) {
 		uint16_t hd;
@@ -294,7 +302,7 @@ static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, in
 		const __m256 dv = _mm256_set1_ps(d);
 		const __m256 s0 = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc16)));
 		const __m256 s1 = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc16, 8))));
-		for (int j = 0; j < 4; j++) {
+		for (int j = 0; j < KN_KT; j++) {
 			acco[j] = _mm256_fmadd_ps(s0, _mm256_loadu_ps(xh[j] + 16 * s), acco[j]);
 			acco[j] = _mm256_fmadd_ps(s1, _mm256_loadu_ps(xh[j] + 16 * s + 8), acco[j]);
 		}
@@ -314,7 +322,7 @@ static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, in
 			for (int k = 0; k < 4; k++) {
 				const int blk = 4 * h + k;
 				const __m256 scv = _mm256_set_m128(_mm_set1_ps(d * (float)sc[2 * blk + 1]), _mm_set1_ps(d * (float)sc[2 * blk]));
-				for (int j = 0; j < 4; j++) {
+				for (int j = 0; j < KN_KT; j++) {
 					const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[j] + (8 * s + blk) * 34 + 2));
 					const __m256 sv = _mm256_mul_ps(scv, _mm256_set1_ps(xd[j][8 * s + blk]));
 					acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_FN(u8dot)(q[k], xv)), sv, acc[j]);
@@ -322,7 +330,7 @@ static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, in
 			}
 		}
 	}
-	for (int j = 0; j < 4; j++)
+	for (int j = 0; j < KN_KT; j++)
 		out[j * ostride] = KN_FN(khsum)(acc[j]) - 32.0f * KN_FN(khsum)(acco[j]);
 }
 
@@ -330,8 +338,8 @@ static inline __attribute__((always_inline)) void KN_FN(q6k_dot4)(float *out, in
 static inline __attribute__((always_inline)) void KN_FN(q5k_dot4)(float *out, int64_t ostride,
 		const uint8_t *w, int64_t nsb, const uint8_t *const *xq, const float *const *xd, const float *const *xh) {
 	const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
-	__m256 acc[4], accm[4];
-	for (int j = 0; j < 4; j++)
+	__m256 acc[KN_KT], accm[KN_KT];
+	for (int j = 0; j < KN_KT; j++)
 		acc[j] = accm[j] = _mm256_setzero_ps();
 	for (int64_t s = 0; s < nsb; s++, w += 176) {
 		uint16_t hd, hm;
@@ -350,8 +358,8 @@ static inline __attribute__((always_inline)) void KN_FN(q5k_dot4)(float *out, in
 		const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(smv)));
 		const __m256 dmn = _mm256_mul_ps(_mm256_set1_ps(dmin),
 			_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(smv, 8))));
-		float f[4][8];
-		for (int j = 0; j < 4; j++) {
+		float f[KN_KT][8];
+		for (int j = 0; j < KN_KT; j++) {
 			const __m256 hs = _mm256_hadd_ps(_mm256_loadu_ps(xh[j] + 16 * s), _mm256_loadu_ps(xh[j] + 16 * s + 8));
 			const __m256 xsum = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(hs), 0xd8));
 			accm[j] = _mm256_fmadd_ps(dmn, xsum, accm[j]);
@@ -365,7 +373,7 @@ static inline __attribute__((always_inline)) void KN_FN(q5k_dot4)(float *out, in
 			const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(hb, 2 * k + 1), one);
 			const __m256i lo = _mm256_or_si256(_mm256_and_si256(q, low4), _mm256_slli_epi16(h0, 4));
 			const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), low4), _mm256_slli_epi16(h1, 4));
-			for (int j = 0; j < 4; j++) {
+			for (int j = 0; j < KN_KT; j++) {
 				const uint8_t *x = xq[j] + (8 * s + 2 * k) * 34 + 2;
 				const __m256i x0 = _mm256_loadu_si256((const __m256i *)x);
 				const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 34));
@@ -374,7 +382,7 @@ static inline __attribute__((always_inline)) void KN_FN(q5k_dot4)(float *out, in
 			}
 		}
 	}
-	for (int j = 0; j < 4; j++)
+	for (int j = 0; j < KN_KT; j++)
 		out[j * ostride] = KN_FN(khsum)(acc[j]) - KN_FN(khsum)(accm[j]);
 }
 
@@ -383,7 +391,7 @@ static inline __attribute__((always_inline)) void KN_FN(q5k_dot4)(float *out, in
 	static inline __attribute__((always_inline)) void KN_FN(DOT##4)(float *out, int64_t ostride,        \
 			const uint8_t *w, int64_t nw, const uint8_t *const *xq, const float *const *xd,             \
 			const float *const *xh) {                                                                    \
-		for (int j = 0; j < 4; j++)                                                                      \
+		for (int j = 0; j < KN_KT; j++)                                                                      \
 			out[j * ostride] = KN_FN(DOT)(w, nw, xq[j], xd[j], xh[j]);                                   \
 	}
 KN_DOT4_BY_ONE(q5_0_dot)
@@ -405,10 +413,10 @@ KN_DOT4_BY_ONE(q5_1_dot)
 		for (int64_t r = r0; r < r1; r++) {                                                              \
 			const uint8_t *wr = w + r * wrow;                                                            \
 			int64_t j = 0;                                                                               \
-			for (; j + 4 <= n; j += 4) {                                                                 \
-				const uint8_t *xs[4];                                                                    \
-				const float *ds[4], *hs[4];                                                              \
-				for (int i = 0; i < 4; i++) {                                                            \
+			for (; j + KN_KT <= n; j += KN_KT) {                                                                 \
+				const uint8_t *xs[KN_KT];                                                                 \
+				const float *ds[KN_KT], *hs[KN_KT];                                                           \
+				for (int i = 0; i < KN_KT; i++) {                                                         \
 					xs[i] = xq + (j + i) * xrow;                                                         \
 					ds[i] = xd + (j + i) * nb;                                                           \
 					hs[i] = xh + 2 * (j + i) * nb;                                                       \
@@ -427,3 +435,4 @@ KN_KMATMUL(kn_matmul_q6_k, q6k_dot, 210, 256)
 KN_KMATMUL(kn_matmul_q5_0, q5_0_dot, 22, 32)
 KN_KMATMUL(kn_matmul_q5_1, q5_1_dot, 24, 32)
 #undef KN_KMATMUL
+#undef KN_KT

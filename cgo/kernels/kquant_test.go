@@ -87,7 +87,7 @@ func TestMatMulK(t *testing.T) {
 	const rows, cols = 40, 512
 	for _, k := range rowQuantKernels {
 		w := kBlocks(rng, k.typ, rows, cols)
-		for _, n := range []int{1, 5} {
+		for _, n := range []int{1, 5, 11} { // decode, one 4-row tile and a rest, 8-row tiles too
 			xq := activations(rng, n, cols)
 			want, mag := refMatMul(t, k.typ, w, rows, cols, xq, n)
 			for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
