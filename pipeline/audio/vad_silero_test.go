@@ -150,3 +150,27 @@ func BenchmarkVADSilero(b *testing.B) {
 		})
 	}
 }
+
+// TestSileroVADEndsAsSoonInQuiet: in a quiet room the silero detector ends
+// an utterance no later than the energy one (the energy drop ends it; the
+// network's probability falls a window or two later), and in loud noise it
+// still ends it.
+func TestSileroVADEndsAsSoonInQuiet(t *testing.T) {
+	// Cut inside a word, as a fast talker's last syllable stops: the
+	// energy falls at once.
+	speech := goforwardPCM(t)[:16000*16/10]
+	room := audiotest.Scale(roomNoise("pink", 2*16000, 31), -70)
+	pcm := append(append(append([]int16{}, room[:16000]...), speech...), room[16000:]...)
+	end := func(cfg VADConfig) int {
+		evs := runVAD(t, mustVAD(t, cfg), pcm)
+		if len(evs) != 2 || evs[1].ev != VADSpeechEnd {
+			t.Fatalf("%s: events %v, want one utterance", cfg.Detector, evs)
+		}
+		return evs[1].frame
+	}
+	energy, neural := end(DefaultVADConfig()), end(sileroConfig())
+	t.Logf("speech_end at frame %d (energy), %d (silero)", energy, neural)
+	if neural > energy {
+		t.Errorf("silero ended at frame %d, %d frames after the energy VAD", neural, neural-energy)
+	}
+}
