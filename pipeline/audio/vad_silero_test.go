@@ -153,8 +153,8 @@ func BenchmarkVADSilero(b *testing.B) {
 
 // TestSileroVADEndsAsSoonInQuiet: in a quiet room the silero detector ends
 // an utterance no later than the energy one (the energy drop ends it; the
-// network's probability falls a window or two later), and in loud noise it
-// still ends it.
+// network's probability falls a window or two later). In noise only the
+// network ends it (TestSileroVADRealSpeechInNoise).
 func TestSileroVADEndsAsSoonInQuiet(t *testing.T) {
 	// Cut inside a word, as a fast talker's last syllable stops: the
 	// energy falls at once.
