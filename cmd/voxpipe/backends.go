@@ -101,6 +101,11 @@ func openBackends(c *config.Config, log zerolog.Logger) (pipeline.Backends, []io
 		if info.TemplateWarning != "" {
 			log.Warn().Str("model", c.LLM.Engine.Model).Msg("llm engine: " + info.TemplateWarning)
 		}
+		if err := e.CanCallTools(); c.Tools.Enabled && err != nil {
+			// Every turn would fail on the tool block: refuse at start.
+			return fail(fmt.Errorf("%s: tools.enabled with llm.engine.model %s: %w; set tools.enabled false or llm.engine.chat_template",
+				c.Origin("tools.enabled"), c.LLM.Engine.Model, err))
+		}
 	}
 	// A failing ASR or TTS instance is replaced by a fresh one (internal/renew).
 	rec, err := renew.NewASR(func() (asr.Recognizer, io.Closer, error) { return asrBackends[c.ASR.Backend](c) },

@@ -16,6 +16,7 @@ import (
 
 	"github.com/voxpipe/voxpipe/internal/config"
 	"github.com/voxpipe/voxpipe/internal/tooleval"
+	"github.com/voxpipe/voxpipe/llm/engine/chat"
 	"github.com/voxpipe/voxpipe/pipeline"
 )
 
@@ -184,5 +185,23 @@ func TestServeStopsGracefully(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Fatalf("serve: %v", err)
+	}
+}
+
+// TestToolsNeedToolTemplate: tools on with an in-process model whose chat
+// template has no tool-call convention would fail every turn; the server
+// refuses to start and says what to change.
+func TestToolsNeedToolTemplate(t *testing.T) {
+	chdirRoot(t)
+	cfg, err := loadConfig(defaultConfigPath, "127.0.0.1:0", []string{"tools.enabled=true", "llm.engine.chat_template=gemma"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(cfg.LLM.Engine.Model); err != nil {
+		t.Skipf("bundled model missing: %v", err)
+	}
+	_, _, err = openBackends(cfg, zerolog.Nop())
+	if !errors.Is(err, chat.ErrNoTools) || !strings.Contains(err.Error(), "tools.enabled") {
+		t.Fatalf("have %v, want chat.ErrNoTools naming tools.enabled", err)
 	}
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -29,6 +30,9 @@ func TestTemplateRecognised(t *testing.T) {
 		info := e.Info()
 		if e.Template() != c.want || (info.TemplateWarning != "") != c.warned {
 			t.Errorf("template %.40q (config %q): %s, warning %q; want %s, warned %v", c.template, c.config, e.Template(), info.TemplateWarning, c.want, c.warned)
+		}
+		if err := e.CanCallTools(); chat.ListsTools(c.want) != (err == nil) || (err != nil && !errors.Is(err, chat.ErrNoTools)) {
+			t.Errorf("template %s: CanCallTools %v", c.want, err)
 		}
 		if c.warned && (!strings.Contains(info.String(), "unrecognised chat template") || !strings.Contains(info.TemplateWarning, "llm.engine.chat_template")) {
 			t.Errorf("the fallback is not said: %q / %q", info.String(), info.TemplateWarning)

@@ -18,6 +18,15 @@ type toolPrompt struct {
 
 func (t toolPrompt) offered() bool { return len(t.opts.Tools) > 0 }
 
+// CanCallTools is nil when requests may offer tools to the model, else why
+// not (chat.ErrNoTools: its chat template has no tool-call convention).
+func (e *Engine) CanCallTools() error {
+	if !chat.ListsTools(e.template) {
+		return fmt.Errorf("%w: %q (tools need a ChatML or Llama 3 family template)", chat.ErrNoTools, e.template)
+	}
+	return nil
+}
+
 // toolPrompt checks a request's tools and tool messages and decides how the
 // prompt offers them. ToolChoice "none" renders no tools (a model that sees
 // none calls none; its text is not parsed for calls either).

@@ -83,6 +83,13 @@ func Family(name string) string {
 	return name
 }
 
+// ListsTools says whether the template has a tool-call convention: tools
+// can be offered to a model rendered with it (RenderWith) and its calls read.
+func ListsTools(name string) bool {
+	f := Family(name)
+	return f == ChatML || f == Llama3
+}
+
 // Detect names the template a model's tokenizer.chat_template uses (see
 // Identify); an unrecognised template gives Default.
 func Detect(chatTemplate string) string {
@@ -157,7 +164,7 @@ func RenderWith(name string, msgs []llm.Message, o Options, addGenerationPrompt 
 		}
 	}
 	family := Family(name)
-	if len(o.Tools) > 0 && family != ChatML && family != Llama3 {
+	if len(o.Tools) > 0 && !ListsTools(name) {
 		return "", fmt.Errorf("%w: %q", ErrNoTools, name)
 	}
 	switch family {
