@@ -240,8 +240,12 @@ const maxMicLag = 200 * time.Millisecond
 // more to converge, and an energy VAD hears the residual of a loud echo
 // long before that: the last step gates frames whose energy is not clearly
 // above the echo expected there (the reference's energy at the path's delay
-// times the path's gain, less what the canceller removes), so the VAD and
-// the recogniser only hear the person.
+// times the path's gain, less what the canceller removes), in the whole
+// band and in the high band alike, so the VAD and the recogniser only hear
+// the person. The high band lets a word's soft first consonant through:
+// with the whole band alone the "s" of "stop", 17 dB under the echo, was
+// gated and barge-ins took 417 ms from the speech's onset instead of 193 ms
+// (TestEchoBargeIn's trial).
 type micCleaner struct {
 	proc *speexdsp.Processor
 	ref  *echoRef // nil: noise suppression only
@@ -256,6 +260,10 @@ type micCleaner struct {
 	gated    int // of them brought down to the noise floor
 
 	delay echoDelay
+	// hf is the same for the frames' high band (first differences), at
+	// delay's lag: a fricative that starts a word ("stop") is far under the
+	// echo's energy but over its high band.
+	hf    echoDelay
 	bulk  int64 // samples the reference is read late by (from delay)
 	floor noiseFloor
 }
@@ -296,6 +304,8 @@ func newMicCleaner(cfg Config, ref *echoRef, log zerolog.Logger) (*micCleaner, e
 	n := asrRate * frameMs / 1000
 	c := &micCleaner{proc: proc, ref: ref, log: log, refBuf: make([]int16, n), out: make([]int16, n)}
 	c.delay.init(cfg.Echo.MaxDelayMs / frameMs)
+	c.hf.init(cfg.Echo.MaxDelayMs / frameMs)
+	c.hf.follows = true
 	return c, nil
 }
 
@@ -318,27 +328,30 @@ func (c *micCleaner) clean(frame []int16, arrived time.Time) []int16 {
 	}
 	// The envelope at no delay, for the delay estimate...
 	c.ref.read(c.refBuf, c.micPos)
-	refE := frameEnergy(c.refBuf)
-	micE := frameEnergy(frame)
+	refE, refH := frameEnergy(c.refBuf), highEnergy(c.refBuf)
+	micE, micH := frameEnergy(frame), highEnergy(frame)
 	// ...and the reference the canceller gets, the bulk delay late.
 	if c.bulk > 0 {
 		c.ref.read(c.refBuf, c.micPos-c.bulk)
 	}
 	c.micPos += n
 	out := c.process(frame, c.refBuf)
-	outE := frameEnergy(out)
+	outE, outH := frameEnergy(out), highEnergy(out)
+	c.hf.add(refH, micH, outH)
 	if lag, moved := c.delay.add(refE, micE, outE); moved {
+		c.hf.lag = lag
 		if bulk := int64(max(0, lag-1)) * n; bulk != c.bulk {
 			c.bulk = bulk
 			c.proc.Reset()
 			c.delay.restarted()
+			c.hf.restarted()
 		}
 		c.log.Debug().Int("echo_delay_ms", lag*frameMs).Float64("echo_gain_db", c.delay.gainDB()).
 			Msg("echo path delay (envelope correlation): the canceller starts over at it")
 	}
 	c.floor.add(outE)
 	c.frames++
-	if c.delay.masks(outE) && outE > c.floor.energy {
+	if c.delay.masks(outE) && c.hf.masks(outH) && outE > c.floor.energy {
 		c.gated++
 		// Down to the room's noise floor: quieter would be a hole the VAD
 		// takes for a new, lower floor (and the noise after it for speech).
@@ -378,6 +391,17 @@ func (c *micCleaner) Close() error {
 		c.frames = 0
 	}
 	return c.proc.Close()
+}
+
+// highEnergy is the mean square of the first differences: the energy
+// weighted up 6 dB an octave, mostly what lies over 2 kHz.
+func highEnergy(pcm []int16) float64 {
+	var e float64
+	for i := 1; i < len(pcm); i++ {
+		d := float64(pcm[i]) - float64(pcm[i-1])
+		e += d * d
+	}
+	return e / float64(len(pcm))
 }
 
 func frameEnergy(pcm []int16) float64 {
@@ -423,6 +447,7 @@ type echoDelay struct {
 	candidate         int       // an estimate waiting for its confirmation
 	gain, erle        float64   // linear energy ratios
 	echoNow           float64   // the echo expected in the last frame
+	follows           bool      // lag is set from outside, not estimated
 	scratch, scratch2 []float64 // delayWindow each, for estimate
 }
 
@@ -476,6 +501,12 @@ func (d *echoDelay) estimate() (int, bool) {
 	if active < delayWindow/5 {
 		return d.lag, false
 	}
+	if d.follows {
+		if d.lag >= 0 {
+			d.measure(d.lag)
+		}
+		return d.lag, false
+	}
 	var mm float64
 	for i := range delayWindow {
 		mm += math.Sqrt(d.at(d.mic, i))
@@ -500,6 +531,22 @@ func (d *echoDelay) estimate() (int, bool) {
 	if best < minCorr {
 		return d.lag, false
 	}
+	d.measure(bestLag)
+	switch {
+	case d.lag < 0, bestLag == d.candidate && abs(bestLag-d.lag) > 1:
+		d.lag, d.candidate = bestLag, -1
+		return d.lag, true
+	case abs(bestLag-d.lag) > 1:
+		d.candidate = bestLag // moved: wait for a second estimate to agree
+	default:
+		d.candidate = -1
+	}
+	return d.lag, false
+}
+
+// measure estimates the path's gain and the canceller's enhancement at
+// lag over the window.
+func (d *echoDelay) measure(bestLag int) {
 	// The path's gain and what the canceller takes off, over the frames
 	// of the window where the reference played: ratios per frame, so that
 	// the person speaking over it (the microphone louder, the canceller
@@ -518,18 +565,11 @@ func (d *echoDelay) estimate() (int, bool) {
 	}
 	slices.Sort(gains)
 	slices.Sort(erles)
+	if len(gains) == 0 {
+		return
+	}
 	d.gain = min(16, gains[len(gains)/2])
 	d.erle = max(1, erles[len(erles)*3/4])
-	switch {
-	case d.lag < 0, bestLag == d.candidate && abs(bestLag-d.lag) > 1:
-		d.lag, d.candidate = bestLag, -1
-		return d.lag, true
-	case abs(bestLag-d.lag) > 1:
-		d.candidate = bestLag // moved: wait for a second estimate to agree
-	default:
-		d.candidate = -1
-	}
-	return d.lag, false
 }
 
 // restarted: the canceller starts over (at a new delay); until the next

@@ -357,12 +357,12 @@ func TestEchoNoSelfInterruption(t *testing.T) {
 }
 
 // TestEchoBargeIn: with the canceller on and the echo at -6 dB, the person
-// saying "stop" (flite, as loud as the answer) 600 ms into the answer cuts
+// saying "stop talking" (flite, as loud as the answer) 600 ms into the answer cuts
 // it every time.
 func TestEchoBargeIn(t *testing.T) {
 	n := echoTrials(t)
 	question := synthPCM(t, "What is the weather like today?", -6)
-	stop := synthPCM(t, "Stop. Wait a moment please.", -6)
+	stop := synthPCM(t, "Stop talking.", -6)
 	res := runEchoTrial(t, echoTrial{mode: EchoAuto, answers: n, levelDB: -6, delayMs: 150, bargeIn: true,
 		question: question, stop: stop}, echoAnswer)
 	t.Logf("barge-ins: %d answers, %d cut, latencies from speech onset %v", n, res.interrupted, res.bargeLatency)
