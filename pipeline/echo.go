@@ -234,9 +234,10 @@ const maxMicLag = 200 * time.Millisecond
 // much later; the speexdsp canceller's adaptive filter (EchoConfig.TailMs)
 // covers what is left (the room, the estimate's 20 ms grain). speexdsp's
 // residual echo suppressor is not used: it delays the audio by a frame and
-// made barge-ins slower (1.11 s for the first of four, 430-490 ms for the
-// last two, against 870 ms and 410-430 ms without it, TestEchoBargeIn's
-// trial) for no fewer self-interruptions. An adaptive filter needs a second or
+// made barge-ins slower (with the whole-band gate of the time: 1.11 s for
+// the first of four, 430-490 ms for the last two, against 870 ms and
+// 410-430 ms without it, TestEchoBargeIn's trial) for no fewer
+// self-interruptions. An adaptive filter needs a second or
 // more to converge, and an energy VAD hears the residual of a loud echo
 // long before that: the last step gates frames whose energy is not clearly
 // above the echo expected there (the reference's energy at the path's delay
