@@ -3,9 +3,6 @@ package pipeline
 import (
 	"context"
 	"math"
-	"os"
-	"runtime/pprof"
-	"sort"
 	"strconv"
 	"sync"
 	"testing"
@@ -122,88 +119,12 @@ func benchAudioIn(b *testing.B, kind string, rate int) {
 // (goal < 2 ms). Speech and silence arrive faster than real time; the
 // benchmark checks that no answer frame came before the SpeechEnd frame.
 func BenchmarkTurnOverhead(b *testing.B) {
-	cfg := testConfig()
-	cfg.BargeIn = false
-	cfg.MaxHistoryMessages = 4
-	a := &fakeASR{transcripts: []string{"hello"}, minFrames: 1}
 	m := &scriptedLLM{scripts: []llmScript{answer("Hi.")}}
-	s := &toneTTS{rate: 48000, wordMs: 20}
-	sess, err := NewSession("bench", cfg, Backends{ASR: a, LLM: m, TTS: s}, nil, zerolog.Nop())
-	if err != nil {
-		b.Fatal(err)
-	}
-	in := make(chan Input)
-	out := make(chan Output)
-	type stamped struct {
-		o  Output
-		at time.Time
-	}
-	got := make(chan stamped, 1024)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = sess.Run(ctx, in, out) })
-	wg.Go(func() { // the transport: reads promptly, stamps each output
-		for {
-			select {
-			case o := <-out:
-				got <- stamped{o, time.Now()}
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
-	defer func() {
-		cancel()
-		wg.Wait()
-		m.wg.Wait()
-	}()
-	n := cfg.InputRate * frameMs / 1000
-	speech := utteranceAudio(cfg.InputRate)
-	quiet := make([]int16, n)
-	endFrames := cfg.VAD.EndSilenceMs / frameMs
-	send := func(pcm []int16) { in <- Input{Audio: append([]int16(nil), pcm...)} }
-	for range 10 {
-		send(quiet)
-	}
-	overheads := make([]float64, 0, b.N)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		for f := 0; f < 12; f++ {
-			send(speech[f*n : (f+1)*n])
-		}
-		for f := 0; f < endFrames-1; f++ {
-			send(quiet)
-		}
-		for len(got) > 0 { // transcript partials may be there, audio must not
-			if st := <-got; st.o.Audio != nil || (st.o.Event.Type == EventTranscript && st.o.Event.Final) {
-				b.Fatalf("turn %d: %s (turn %d) before the SpeechEnd frame: the VAD ended the utterance early", i+1, summarize([]Output{st.o}), st.o.Event.Turn)
-			}
-		}
-		start := time.Now()
-		send(quiet) // completes EndSilenceMs: SpeechEnd
-		var first time.Time
-	wait:
-		for {
-			select {
-			case st := <-got:
-				if st.o.Audio != nil && first.IsZero() {
-					first = st.at
-				}
-				if st.o.Event != nil && st.o.Event.Type == EventTrace {
-					break wait
-				}
-			case <-time.After(10 * time.Second):
-				_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
-				b.Fatalf("turn %d: no trace event 10 s after speech end", i+1)
-			}
-		}
-		overheads = append(overheads, float64(first.Sub(start))/float64(time.Millisecond))
-		// Let the simulated client play the answer's 20 ms: otherwise the
-		// pacer, rightly, holds the next answer back behind the last one.
-		time.Sleep(frameDur)
-	}
-	b.StopTimer()
-	sort.Float64s(overheads)
+	defer m.wg.Wait()
+	be := Backends{ASR: &fakeASR{transcripts: []string{"hello"}, minFrames: 1}, LLM: m, TTS: &toneTTS{rate: 48000, wordMs: 20}}
+	// Let the simulated client play the answer's 20 ms: otherwise the
+	// pacer, rightly, holds the next answer back behind the last one.
+	overheads := runTurns(b, be, frameDur)
 	var sum float64
 	for _, v := range overheads {
 		sum += v

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -114,7 +116,7 @@ func BenchmarkToolRoundTrip(b *testing.B) {
 		if withTool {
 			be.Tools = []tools.Provider{tools.Static{instantTool{}}}
 		}
-		heard := runTurns(b, be)
+		heard := runTurns(b, be, 300*time.Millisecond) // the answer plays out
 		return heard[len(heard)/2]
 	}
 	plain, withTool := median(false), median(true)
@@ -123,9 +125,13 @@ func BenchmarkToolRoundTrip(b *testing.B) {
 	b.ReportMetric(withTool-plain-float64(callRound)/float64(time.Millisecond), "round_ms")
 }
 
-// runTurns plays b.N utterances into a session on be and returns the
-// sorted times from each SpeechEnd frame to the first answer frame, in ms.
-func runTurns(b *testing.B, be Backends) []float64 {
+// runTurns plays b.N utterances into a session on be (barge-in off,
+// speech and silence faster than real time) and returns the sorted times
+// from each utterance's SpeechEnd frame to its first answer frame, in ms.
+// Between turns it waits playout, the client playing the answer out. A
+// final transcript or answer audio before the SpeechEnd frame fails it:
+// the VAD would have ended the utterance early.
+func runTurns(b *testing.B, be Backends, playout time.Duration) []float64 {
 	b.Helper()
 	cfg := testConfig()
 	cfg.BargeIn = false
@@ -144,7 +150,7 @@ func runTurns(b *testing.B, be Backends) []float64 {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = sess.Run(ctx, in, out) })
-	wg.Go(func() {
+	wg.Go(func() { // the transport: reads promptly, stamps each output
 		for {
 			select {
 			case o := <-out:
@@ -167,6 +173,7 @@ func runTurns(b *testing.B, be Backends) []float64 {
 		send(quiet)
 	}
 	heard := make([]float64, 0, b.N)
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for f := 0; f < 12; f++ {
 			send(speech[f*n : (f+1)*n])
@@ -174,11 +181,13 @@ func runTurns(b *testing.B, be Backends) []float64 {
 		for f := 0; f < endFrames-1; f++ {
 			send(quiet)
 		}
-		for len(got) > 0 {
-			<-got
+		for len(got) > 0 { // transcript partials may be there, audio must not
+			if st := <-got; st.o.Audio != nil || (st.o.Event != nil && st.o.Event.Type == EventTranscript && st.o.Event.Final) {
+				b.Fatalf("turn %d: %s (turn %d) before the SpeechEnd frame: the VAD ended the utterance early", i+1, summarize([]Output{st.o}), st.o.Event.Turn)
+			}
 		}
 		start := time.Now()
-		send(quiet)
+		send(quiet) // completes EndSilenceMs: SpeechEnd
 		var first time.Time
 	wait:
 		for {
@@ -191,6 +200,7 @@ func runTurns(b *testing.B, be Backends) []float64 {
 					break wait
 				}
 			case <-time.After(10 * time.Second):
+				_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
 				b.Fatalf("turn %d: no trace event 10 s after speech end", i+1)
 			}
 		}
@@ -198,8 +208,9 @@ func runTurns(b *testing.B, be Backends) []float64 {
 			b.Fatalf("turn %d: no answer audio", i+1)
 		}
 		heard = append(heard, float64(first.Sub(start))/float64(time.Millisecond))
-		time.Sleep(300 * time.Millisecond) // the client plays the answer out
+		time.Sleep(playout)
 	}
+	b.StopTimer()
 	sort.Float64s(heard)
 	return heard
 }
