@@ -78,7 +78,7 @@ func TestBackchannelDoesNotInterrupt(t *testing.T) {
 		}
 		h.frames(10) // the answer goes on
 		h.audio(true, 300)
-		outs = h.until("interrupted event", isEvent(EventInterrupted))
+		h.until("interrupted event", isEvent(EventInterrupted))
 		h.client(ClientEvent{Type: ClientInterrupt, Turn: 1, PlayedMs: 1450})
 		h.audio(false, 600)
 		h.until("turn 2's trace", func(o Output) bool { return o.Event != nil && o.Event.Type == EventTrace && o.Event.Turn == 2 })

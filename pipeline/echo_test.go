@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -77,19 +76,15 @@ func (e *echoPath) add(played []int16, mic []float64) {
 // that audio through an echoPath plus room noise plus whatever the person
 // says, and it sends the microphone's frames up.
 type echoDevice struct {
-	t      *testing.T
-	path   *echoPath
-	rs     *audio.Resampler // OutputRate → 16 kHz, for the room
-	noise  *rand.Rand
-	queue  [][]int16 // frames received, not played yet
-	say    []int16   // near-end speech still to be spoken
-	played []int16
+	t     *testing.T
+	path  *echoPath
+	rs    *audio.Resampler // OutputRate → 16 kHz, for the room
+	noise *rand.Rand
+	queue [][]int16 // frames received, not played yet
+	say   []int16   // near-end speech still to be spoken
 	// What happened, in the bubble's time.
-	mu          sync.Mutex
-	traces      map[int]bool
-	interrupted []time.Time
-	speechAt    time.Time // when the last near-end speech began
-	finals      int
+	traces   map[int]bool
+	speechAt time.Time // when the last near-end speech began
 }
 
 // echoTrial is one run: answers answers at the echo level, with a barge-in

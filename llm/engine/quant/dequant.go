@@ -306,7 +306,7 @@ func TranscodeQ8_0(dst, src []byte, typ gguf.Type) bool {
 		if typ == gguf.TypeQ5_0 {
 			qh := binary.LittleEndian.Uint32(s[2:])
 			for j := 0; j < 16; j++ {
-				lo, hi := fifthBits(qh, s[6:22], j)
+				lo, hi := fifthBits(qh, s[6:22], j) //nolint:gosec // s is one 22-byte Q5_0 block (bb)
 				q[j], q[j+16] = byte(int8(lo-16)), byte(int8(hi-16))
 			}
 			continue
