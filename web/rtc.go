@@ -19,7 +19,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/pipeline"
-	"github.com/voxpipe/voxpipe/pipeline/audio"
 	"github.com/voxpipe/voxpipe/web/internal/voice"
 )
 
@@ -60,9 +59,6 @@ const (
 	maxOfferBytes = 64 << 10
 	// rtpBufBytes holds one RTP packet (an Ethernet MTU is enough).
 	rtpBufBytes = 1500
-	// rtcMaxStall is how far the outbound stream may fall behind wall time
-	// before the writer gives up catching up with silence.
-	rtcMaxStall = 200 * time.Millisecond
 )
 
 // newRTCAPI builds the pion API: Opus only, host candidates unless ICE
@@ -133,8 +129,7 @@ type rtcSession struct {
 	track   *webrtc.TrackLocalStaticSample
 	started atomic.Bool // the session runs: audio is forwarded
 
-	rulesMu sync.Mutex // pion may run data channel callbacks concurrently
-	rules   voice.Rules
+	rules voice.NegotiatedRules // pion may run data channel callbacks concurrently
 
 	dcOpen     chan struct{} // closed when the events channel opens
 	dcOpenOnce sync.Once
@@ -312,9 +307,7 @@ func (rs *rtcSession) serve() {
 	// arrives, and pion hands it to onMessage on another goroutine; sent
 	// before Running it was refused with not_started and the session went
 	// on (TestRTCStop, once under -race). rs.in holds it until Run reads.
-	rs.rulesMu.Lock()
 	rs.rules.Running()
-	rs.rulesMu.Unlock()
 	rs.sendEvent(pipeline.Event{Type: pipeline.EventReady, Encoding: EncodingOpus, SampleRate: rtcRate, FrameMs: FrameMs})
 	rs.started.Store(true)
 	go func() {
@@ -437,25 +430,14 @@ func (rs *rtcSession) onDataChannel(dc *webrtc.DataChannel) {
 }
 
 // onMessage handles a client control message from the data channel. The
-// offer negotiated the format, so the first start only counts as the one
-// start a session may have; a second is bad_message, as on the WebSocket.
+// offer negotiated the format (voice.NegotiatedRules).
 func (rs *rtcSession) onMessage(m webrtc.DataChannelMessage) {
-	rs.rulesMu.Lock()
-	_, ev, start, p := rs.rules.Parse(m.Data)
-	if start {
-		rs.rules.AcceptStart()
-	}
-	rs.rulesMu.Unlock()
+	ev, p := rs.rules.Parse(m.Data)
 	switch {
 	case p != nil:
 		rs.reject(p.Code, p.Message)
-		return
-	case start:
-		return
-	}
-	select { // control messages are never dropped
-	case rs.in <- pipeline.Input{Event: ev}:
-	case <-rs.ctx.Done():
+	case ev != nil:
+		voice.Forward(rs.ctx, rs.in, ev)
 	}
 }
 
@@ -488,49 +470,21 @@ func (rs *rtcSession) sendEvent(ev pipeline.Event) bool {
 }
 
 // rtcWriter is the session's only reader of out: events to the data
-// channel at once, answer audio to the Opus track at the stream's pace.
-// Between answers it keeps the RTP stream continuous with silence, so the
-// receiver's jitter buffer and RTP timestamps track wall time.
-//
-// Answer frames wait in queue for their turn in that pace (the silence's
-// rule: a packet once sentUntil is under half a frame ahead of now). The
-// pipeline's pacer hands them over up to output_lead_ms ahead of real
-// time, which RTP cannot use: the receiver plays a packet at its RTP time,
-// and packets that arrive ahead of the stream's pace make the ones after
-// them look late, so Chromium's jitter buffer grew to 90-120 ms with
-// jitterBufferTarget 0. The lead now waits here, still absorbing the
-// pipeline's scheduling jitter, and events are not held behind it.
+// channel at once, answer audio to the Opus track through a voice.Paced
+// stream (why RTP wants the pacer's lead held back: see voice.Paced).
 type rtcWriter struct {
-	rs        *rtcSession
-	down      *voice.Downlink
-	silence   []byte    // one 20 ms Opus packet of digital silence
-	sentUntil time.Time // the wall time the audio written so far covers: RTP time + an offset
-	// queue holds answer frames (each owned by the writer once received)
-	// from head on; its capacity is rtcQueueFrames.
-	queue [][]int16
-	head  int
+	rs     *rtcSession
+	stream *voice.Paced
 }
 
-// rtcQueueFrames bounds the answer frames the writer holds: well above
-// what the pacer's lead hands over early, and once full, out waits.
-const rtcQueueFrames = 32
-
 func newRTCWriter(rs *rtcSession) (*rtcWriter, error) {
-	down, err := voice.NewOpusDownlink(rtcRate, rs.srv.cfg.OpusBitrate, FrameMs)
+	w := &rtcWriter{rs: rs}
+	stream, err := voice.NewPaced(rtcRate, rs.srv.cfg.OpusBitrate, w)
 	if err != nil {
 		return nil, err
 	}
-	silenceEnc, err := audio.NewOpusEncoder(rtcRate, rs.srv.cfg.OpusBitrate)
-	if err != nil {
-		return nil, err
-	}
-	packet := make([]byte, audio.MaxOpusPacket)
-	n, err := silenceEnc.Encode(make([]int16, rtcRate/1000*FrameMs), packet)
-	if err != nil {
-		return nil, err
-	}
-	return &rtcWriter{rs: rs, down: down, silence: append([]byte(nil), packet[:n]...),
-		queue: make([][]int16, 0, rtcQueueFrames)}, nil
+	w.stream = stream
+	return w, nil
 }
 
 // loop runs until the session closes out; it reads out to the end even
@@ -542,7 +496,7 @@ func (w *rtcWriter) loop() {
 	failed := false
 	for {
 		out := rs.out
-		if len(w.queue) == cap(w.queue) && w.head == 0 {
+		if w.stream.Full() {
 			out = nil // full: the pacer waits
 		}
 		select {
@@ -558,15 +512,15 @@ func (w *rtcWriter) loop() {
 				rs.cancel()
 			}
 		case now := <-tick.C:
-			// Top the stream up to now, with queued answer audio or
-			// silence: RTP timestamps advance 20 ms a packet, so skipping
-			// a late tick would make the receiver see growing delay (and
-			// grow its jitter buffer).
-			for !failed && w.sentUntil.Before(now.Add(FrameMs/2*time.Millisecond)) {
-				if !w.writeNext(now) {
-					failed = true
-					rs.cancel()
+			if failed {
+				continue
+			}
+			if err := w.stream.Pump(now); err != nil {
+				if !errors.Is(err, io.ErrClosedPipe) {
+					rs.log.Debug().Err(err).Msg("rtc audio write failed")
 				}
+				failed = true
+				rs.cancel()
 			}
 		}
 	}
@@ -580,59 +534,21 @@ func (w *rtcWriter) output(o pipeline.Output) bool {
 		case pipeline.EventAudio:
 			fillAudioFormat(&ev, EncodingOpus, rtcRate)
 		case pipeline.EventInterrupted:
-			w.dropQueue() // the cut turn's audio: the client must not hear more
+			w.stream.Drop() // the cut turn's audio: the client must not hear more
 		}
 		return w.rs.sendEvent(ev)
 	}
-	if w.head > 0 && len(w.queue) == cap(w.queue) {
-		n := copy(w.queue, w.queue[w.head:])
-		clear(w.queue[n:])
-		w.queue, w.head = w.queue[:n], 0
-	}
-	w.queue = append(w.queue, o.Audio)
+	w.stream.Queue(o.Audio)
 	return true
 }
 
-// writeNext writes the next queued answer frame, or silence when none
-// waits.
-func (w *rtcWriter) writeNext(now time.Time) bool {
-	if w.head == len(w.queue) {
-		return w.write(w.silence, now)
-	}
-	pcm := w.queue[w.head]
-	w.queue[w.head] = nil
-	w.head++
-	if w.head == len(w.queue) {
-		w.queue, w.head = w.queue[:0], 0
-	}
-	packet, err := w.down.Write(pcm)
-	if err != nil {
-		w.rs.srv.metrics.FrameDropped(reasonOpusEncode)
-		w.rs.log.Debug().Err(err).Int("samples", len(pcm)).Msg("opus encode")
-	}
-	if packet == nil { // dropped (or, with longer packets, still gathering)
-		packet = w.silence // the stream keeps its pace
-	}
-	return w.write(packet, now)
+// WritePacket writes one 20 ms packet to the track (voice.Track).
+func (w *rtcWriter) WritePacket(packet []byte) error {
+	return w.rs.track.WriteSample(media.Sample{Data: packet, Duration: FrameMs * time.Millisecond})
 }
 
-// dropQueue forgets the queued answer frames.
-func (w *rtcWriter) dropQueue() {
-	clear(w.queue)
-	w.queue, w.head = w.queue[:0], 0
-}
-
-// write sends one 20 ms packet and advances the stream's wall clock.
-func (w *rtcWriter) write(packet []byte, now time.Time) bool {
-	if err := w.rs.track.WriteSample(media.Sample{Data: packet, Duration: FrameMs * time.Millisecond}); err != nil {
-		if !errors.Is(err, io.ErrClosedPipe) {
-			w.rs.log.Debug().Err(err).Msg("rtc audio write failed")
-		}
-		return false
-	}
-	if w.sentUntil.Before(now.Add(-rtcMaxStall)) {
-		w.sentUntil = now // the first packet, or the process stalled: start over
-	}
-	w.sentUntil = w.sentUntil.Add(FrameMs * time.Millisecond)
-	return true
+// EncodeFailed counts a dropped answer frame (voice.Track).
+func (w *rtcWriter) EncodeFailed(err error, samples int) {
+	w.rs.srv.metrics.FrameDropped(reasonOpusEncode)
+	w.rs.log.Debug().Err(err).Int("samples", samples).Msg("opus encode")
 }

@@ -100,8 +100,7 @@ type job struct {
 	micReady chan struct{} // closed when the microphone reader starts
 	started  atomic.Bool   // the session runs: audio is forwarded
 
-	rulesMu sync.Mutex // the SDK may run data callbacks concurrently
-	rules   voice.Rules
+	rules voice.NegotiatedRules // the SDK may run data callbacks concurrently
 
 	// turnOpen: a turn is in flight (words heard, its trace not yet sent);
 	// finishing: leave the room once no turn is in flight.
@@ -205,9 +204,7 @@ func (j *job) run() error {
 	if err != nil {
 		return fmt.Errorf("lkagent: answer encoder: %w", err)
 	}
-	j.rulesMu.Lock()
 	j.rules.Running()
-	j.rulesMu.Unlock()
 	j.sendEvent(pipeline.Event{Type: pipeline.EventReady, Encoding: voice.EncodingOpus, SampleRate: rate, FrameMs: voice.FrameMs})
 	j.started.Store(true)
 	j.w.jobRunning(j.info.GetId())
@@ -354,23 +351,12 @@ func (j *job) onData(data lksdk.DataPacket, params lksdk.DataReceiveParams) {
 		j.log.Debug().Str("from", params.SenderIdentity).Msg("livekit control message from another participant ignored")
 		return
 	}
-	j.rulesMu.Lock()
-	_, ev, start, p := j.rules.Parse(u.Payload)
-	if start {
-		j.rules.AcceptStart() // the room negotiated the format
-	}
-	j.rulesMu.Unlock()
-	switch {
+	switch ev, p := j.rules.Parse(u.Payload); { // the room negotiated the format
 	case p != nil:
 		j.log.Debug().Str("from", params.SenderIdentity).Str("code", p.Code).Str("reason", p.Message).Msg("livekit control message rejected")
 		j.sendEvent(pipeline.Event{Type: pipeline.EventError, Code: p.Code, Message: p.Message})
-		return
-	case start:
-		return
-	}
-	select { // control messages are never dropped
-	case j.in <- pipeline.Input{Event: ev}:
-	case <-j.ctx.Done():
+	case ev != nil:
+		voice.Forward(j.ctx, j.in, ev)
 	}
 }
 
