@@ -14,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/voxpipe/voxpipe/internal/config"
-	"github.com/voxpipe/voxpipe/internal/logging"
 	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/web"
 	"github.com/voxpipe/voxpipe/web/lkagent"
@@ -51,14 +50,8 @@ func runAgent(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: voxpipe agent [--config F] [--url URL --api-key K] [--agent-name N] [--max-jobs N] [--health-addr HOST:PORT] [--set key=value ...]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errCommandLine, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: agent takes no arguments (got %q)", errCommandLine, fs.Args())
+	if help, err := parseCommand(fs, args); help || err != nil {
+		return err
 	}
 	af.drain = -1
 	if *drain != "" {
@@ -74,11 +67,7 @@ func runAgent(ctx context.Context, args []string) error {
 	if af.url == "" || af.apiKey == "" || af.apiSecret == "" {
 		return fmt.Errorf("%w: agent needs the LiveKit server: --url, --api-key and LIVEKIT_API_SECRET (or the LIVEKIT_* variables)", errCommandLine)
 	}
-	cfg, err := loadConfig(*configPath, "", sets)
-	if err != nil {
-		return err
-	}
-	log, err := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	cfg, log, err := startUp(*configPath, "", sets)
 	if err != nil {
 		return err
 	}

@@ -50,25 +50,43 @@ func runServe(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: voxpipe serve [--config F] [--addr HOST:PORT] [--set key=value ...]")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return fmt.Errorf("%w: %w", errCommandLine, err)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: serve takes no arguments (got %q)", errCommandLine, fs.Args())
-	}
-
-	cfg, err := loadConfig(*configPath, *addr, sets)
-	if err != nil {
+	if help, err := parseCommand(fs, args); help || err != nil {
 		return err
 	}
-	log, err := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	cfg, log, err := startUp(*configPath, *addr, sets)
 	if err != nil {
 		return err
 	}
 	return serve(ctx, cfg, log)
+}
+
+// parseCommand parses a subcommand's flags. help is true after --help (the
+// usage is printed, nothing more to do); a bad flag or any positional
+// argument is an errCommandLine.
+func parseCommand(fs *flag.FlagSet, args []string) (help bool, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, nil
+		}
+		return false, fmt.Errorf("%w: %w", errCommandLine, err)
+	}
+	if fs.NArg() > 0 {
+		return false, fmt.Errorf("%w: %s takes no arguments (got %q)", errCommandLine, fs.Name(), fs.Args())
+	}
+	return false, nil
+}
+
+// startUp loads the config (loadConfig) and builds the logger it asks for.
+func startUp(path, addr string, sets []string) (*config.Config, zerolog.Logger, error) {
+	cfg, err := loadConfig(path, addr, sets)
+	if err != nil {
+		return nil, zerolog.Logger{}, err
+	}
+	log, err := logging.New(os.Stderr, cfg.Log.Level, cfg.Log.Format)
+	if err != nil {
+		return nil, zerolog.Logger{}, err
+	}
+	return cfg, log, nil
 }
 
 // loadConfig builds the config: defaults → file → flags → Validate.
