@@ -469,9 +469,9 @@ func (rs *rtcSession) sendEvent(ev pipeline.Event) bool {
 	return true
 }
 
-// rtcWriter is the session's only reader of out: events to the data
-// channel at once, answer audio to the Opus track through a voice.Paced
-// stream (why RTP wants the pacer's lead held back: see voice.Paced).
+// rtcWriter is the session's voice.Sink: events to the data channel at
+// once, answer audio to the Opus track through a voice.Paced stream (why
+// RTP wants the pacer's lead held back: see voice.Paced).
 type rtcWriter struct {
 	rs     *rtcSession
 	stream *voice.Paced
@@ -487,64 +487,30 @@ func newRTCWriter(rs *rtcSession) (*rtcWriter, error) {
 	return w, nil
 }
 
-// loop runs until the session closes out; it reads out to the end even
-// when writes fail, so the session never blocks on it.
-func (w *rtcWriter) loop() {
-	rs := w.rs
-	tick := time.NewTicker(FrameMs * time.Millisecond)
-	defer tick.Stop()
-	failed := false
-	for {
-		out := rs.out
-		if w.stream.Full() {
-			out = nil // full: the pacer waits
-		}
-		select {
-		case o, ok := <-out:
-			if !ok {
-				return
-			}
-			if failed {
-				continue
-			}
-			if !w.output(o) {
-				failed = true
-				rs.cancel()
-			}
-		case now := <-tick.C:
-			if failed {
-				continue
-			}
-			if err := w.stream.Pump(now); err != nil {
-				if !errors.Is(err, io.ErrClosedPipe) {
-					rs.log.Debug().Err(err).Msg("rtc audio write failed")
-				}
-				failed = true
-				rs.cancel()
-			}
-		}
+// loop runs until the session closes out (voice.Paced.Serve).
+func (w *rtcWriter) loop() { w.stream.Serve(w.rs.out, w) }
+
+// Event sends one event (voice.Sink).
+func (w *rtcWriter) Event(ev pipeline.Event) bool {
+	if ev.Type == pipeline.EventAudio {
+		fillAudioFormat(&ev, EncodingOpus, rtcRate)
 	}
+	return w.rs.sendEvent(ev)
 }
 
-// output sends an event at once and queues answer audio.
-func (w *rtcWriter) output(o pipeline.Output) bool {
-	if o.Event != nil {
-		ev := *o.Event
-		switch ev.Type {
-		case pipeline.EventAudio:
-			fillAudioFormat(&ev, EncodingOpus, rtcRate)
-		case pipeline.EventInterrupted:
-			w.stream.Drop() // the cut turn's audio: the client must not hear more
-		}
-		return w.rs.sendEvent(ev)
-	}
-	w.stream.Queue(o.Audio)
-	return true
-}
+// Stop ends the session after a failed write (voice.Sink).
+func (w *rtcWriter) Stop() { w.rs.cancel() }
+
+// Tick has nothing to do (voice.Sink).
+func (w *rtcWriter) Tick(time.Time) {}
 
 // WritePacket writes one 20 ms packet to the track (voice.Track).
 func (w *rtcWriter) WritePacket(packet []byte) error {
-	return w.rs.track.WriteSample(media.Sample{Data: packet, Duration: FrameMs * time.Millisecond})
+	err := w.rs.track.WriteSample(media.Sample{Data: packet, Duration: FrameMs * time.Millisecond})
+	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		w.rs.log.Debug().Err(err).Msg("rtc audio write failed")
+	}
+	return err
 }
 
 // EncodeFailed counts a dropped answer frame (voice.Track).

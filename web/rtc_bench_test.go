@@ -3,11 +3,10 @@ package web
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/pion/webrtc/v4"
 	"github.com/rs/zerolog"
-
-	"github.com/voxpipe/voxpipe/pipeline"
 )
 
 // BenchmarkRTCWriteFrame is the outbound per-frame work: Opus-encode one
@@ -29,10 +28,13 @@ func BenchmarkRTCWriteFrame(b *testing.B) {
 	for i := range frame {
 		frame[i] = int16(8000 * math.Sin(2*math.Pi*220*float64(i)/rtcRate))
 	}
+	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
-		if !w.output(pipeline.Output{Audio: frame}) {
-			b.Fatal("write failed")
+		w.stream.Queue(frame)
+		now = now.Add(FrameMs * time.Millisecond)
+		if err := w.stream.Pump(now); err != nil {
+			b.Fatal("write failed:", err)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(FrameMs*1e6), "cpu/realtime")

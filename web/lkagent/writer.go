@@ -11,13 +11,14 @@ import (
 	"github.com/voxpipe/voxpipe/web/internal/voice"
 )
 
-// writer is the job's only reader of out: events go out as data packets
-// at once, answer frames to the Opus track through a voice.Paced stream, as
-// the WebRTC transport's writer (web/rtc.go) does on a pion track; the
-// reasons for holding the pacer's lead back are the same (voice.Paced).
+// writer is the job's voice.Sink: events go out as data packets at once,
+// answer frames to the Opus track through a voice.Paced stream, as the
+// WebRTC transport's writer (web/rtc.go) does on a pion track; the reasons
+// for holding the pacer's lead back are the same (voice.Paced).
 type writer struct {
-	j      *job
-	stream *voice.Paced
+	j        *job
+	stream   *voice.Paced
+	finishBy time.Time // once the job is finishing: when a turn in flight is cut
 }
 
 func newWriter(j *job) (*writer, error) {
@@ -30,78 +31,51 @@ func newWriter(j *job) (*writer, error) {
 	return w, nil
 }
 
-// loop runs until the session closes out, reading it to the end even when
-// writes fail so the session never blocks. Once the job is finishing it
-// ends the job at the first moment no turn is in flight and no answer
-// audio waits.
-func (w *writer) loop() {
-	j := w.j
-	tick := time.NewTicker(voice.FrameMs * time.Millisecond)
-	defer tick.Stop()
-	failed := false
-	var finishBy time.Time
-	for {
-		out := j.out
-		if w.stream.Full() {
-			out = nil // full: the pacer waits
-		}
-		select {
-		case o, ok := <-out:
-			if !ok {
-				return
-			}
-			if !failed && !w.output(o) {
-				failed = true
-				j.cancel()
-			}
-		case now := <-tick.C:
-			if !failed {
-				if err := w.stream.Pump(now); err != nil {
-					if !errors.Is(err, io.ErrClosedPipe) {
-						j.log.Debug().Err(err).Msg("livekit audio write failed")
-					}
-					failed = true
-					j.cancel()
-				}
-			}
-			if j.finishing.Load() {
-				if finishBy.IsZero() {
-					finishBy = now.Add(j.w.cfg.TurnWait)
-				}
-				idle := !j.turnOpen.Load() && w.stream.Idle()
-				if idle || now.After(finishBy) {
-					j.log.Info().Bool("turn_cut", !idle).Msg("livekit job ending between turns (drain)")
-					j.cancel()
-				}
-			}
-		}
+// loop runs until the session closes out (voice.Paced.Serve).
+func (w *writer) loop() { w.stream.Serve(w.j.out, w) }
+
+// Event publishes one event (voice.Sink) and follows whether a turn is in
+// flight.
+func (w *writer) Event(ev pipeline.Event) bool {
+	switch ev.Type {
+	case pipeline.EventAudio:
+		ev.Encoding, ev.SampleRate, ev.FrameMs = voice.EncodingOpus, rate, voice.FrameMs
+	case pipeline.EventTranscript, pipeline.EventSpeechEnd:
+		w.j.turnOpen.Store(true)
+	case pipeline.EventTrace:
+		w.j.turnOpen.Store(false)
 	}
+	w.j.sendEvent(ev)
+	return true // a lost event is not worth the session
 }
 
-// output publishes an event, or queues an answer frame.
-func (w *writer) output(o pipeline.Output) bool {
-	if o.Event != nil {
-		ev := *o.Event
-		switch ev.Type {
-		case pipeline.EventAudio:
-			ev.Encoding, ev.SampleRate, ev.FrameMs = voice.EncodingOpus, rate, voice.FrameMs
-		case pipeline.EventInterrupted:
-			w.stream.Drop() // the cut turn's audio must not be heard
-		case pipeline.EventTranscript, pipeline.EventSpeechEnd:
-			w.j.turnOpen.Store(true)
-		case pipeline.EventTrace:
-			w.j.turnOpen.Store(false)
-		}
-		w.j.sendEvent(ev)
-		return true // a lost event is not worth the session
+// Stop ends the job after a failed write (voice.Sink).
+func (w *writer) Stop() { w.j.cancel() }
+
+// Tick ends a finishing job at the first moment no turn is in flight and no
+// answer audio waits, or once TurnWait has passed (voice.Sink).
+func (w *writer) Tick(now time.Time) {
+	j := w.j
+	if !j.finishing.Load() {
+		return
 	}
-	w.stream.Queue(o.Audio)
-	return true
+	if w.finishBy.IsZero() {
+		w.finishBy = now.Add(j.w.cfg.TurnWait)
+	}
+	idle := !j.turnOpen.Load() && w.stream.Idle()
+	if idle || now.After(w.finishBy) {
+		j.log.Info().Bool("turn_cut", !idle).Msg("livekit job ending between turns (drain)")
+		j.cancel()
+	}
 }
 
 // WritePacket writes one 20 ms packet to the track (voice.Track).
 func (w *writer) WritePacket(packet []byte) error {
-	return w.j.track.WriteSample(media.Sample{Data: packet, Duration: voice.FrameMs * time.Millisecond}, nil)
+	err := w.j.track.WriteSample(media.Sample{Data: packet, Duration: voice.FrameMs * time.Millisecond}, nil)
+	if err != nil && !errors.Is(err, io.ErrClosedPipe) {
+		w.j.log.Debug().Err(err).Msg("livekit audio write failed")
+	}
+	return err
 }
 
 // EncodeFailed counts a dropped answer frame (voice.Track).

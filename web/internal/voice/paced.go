@@ -3,6 +3,7 @@ package voice
 import (
 	"time"
 
+	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/pipeline/audio"
 )
 
@@ -21,7 +22,7 @@ const (
 // (a pion track for WebRTC, a LiveKit track for the agent).
 type Track interface {
 	// WritePacket writes one FrameMs Opus packet. The packet is valid only
-	// during the call.
+	// during the call. An error stops the stream (the Track logs it).
 	WritePacket(packet []byte) error
 	// EncodeFailed counts an answer frame of samples the encoder dropped;
 	// silence takes its place in the stream.
@@ -144,4 +145,61 @@ func (p *Paced) write(packet []byte, now time.Time) error {
 	}
 	p.sentUntil = p.sentUntil.Add(frameDur)
 	return nil
+}
+
+// Sink is the transport's side of Serve.
+type Sink interface {
+	Track
+	// Event sends one session event at once (EventInterrupted after the
+	// queue is dropped); false stops the stream.
+	Event(ev pipeline.Event) bool
+	// Stop is told once, when a write or an event failed: the transport
+	// ends the session. Serve goes on reading out to its end.
+	Stop()
+	// Tick follows each tick's top-up (the LiveKit agent ends a draining
+	// job there).
+	Tick(now time.Time)
+}
+
+// Serve is the transport's only reader of out, until the session closes
+// it: events go to s at once, answer frames wait in the queue, and every
+// FrameMs tick tops the stream up. While the queue is full out is not
+// read, so the pipeline's pacer waits. It reads out to the end even after
+// a failure, so the session never blocks on it.
+func (p *Paced) Serve(out <-chan pipeline.Output, s Sink) {
+	tick := time.NewTicker(frameDur)
+	defer tick.Stop()
+	failed := false
+	for {
+		in := out
+		if p.Full() {
+			in = nil // full: the pacer waits
+		}
+		select {
+		case o, ok := <-in:
+			if !ok {
+				return
+			}
+			if failed {
+				continue
+			}
+			if o.Event == nil {
+				p.Queue(o.Audio)
+				continue
+			}
+			if o.Event.Type == pipeline.EventInterrupted {
+				p.Drop() // the cut turn's audio must not be heard
+			}
+			if !s.Event(*o.Event) {
+				failed = true
+				s.Stop()
+			}
+		case now := <-tick.C:
+			if !failed && p.Pump(now) != nil {
+				failed = true
+				s.Stop()
+			}
+			s.Tick(now)
+		}
+	}
 }

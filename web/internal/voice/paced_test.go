@@ -182,3 +182,58 @@ func TestPacedNoAllocationPerFrame(t *testing.T) {
 		t.Fatalf("%d packets written over 200 frames", tr.n)
 	}
 }
+
+// recordingSink is a Sink that records what Serve tells it.
+type recordingSink struct {
+	countingTrack
+	events  []string
+	refuse  bool // Event fails
+	stopped int
+}
+
+func (s *recordingSink) Event(ev pipeline.Event) bool {
+	s.events = append(s.events, ev.Type)
+	return !s.refuse
+}
+func (s *recordingSink) Stop()          { s.stopped++ }
+func (s *recordingSink) Tick(time.Time) {}
+
+func TestPacedServeDropsCutAnswerAndDrainsAfterFailure(t *testing.T) {
+	s := &recordingSink{}
+	p, err := NewPaced(48000, 24000, s)
+	if err != nil {
+		t.Skip("opus unavailable (requires cgo and libopus-dev):", err)
+	}
+	out := make(chan pipeline.Output)
+	done := make(chan struct{})
+	go func() { defer close(done); p.Serve(out, s) }()
+	frame := tone(48000 / 1000 * FrameMs)
+	for range 5 {
+		out <- pipeline.Output{Audio: frame}
+	}
+	out <- pipeline.Output{Event: &pipeline.Event{Type: pipeline.EventInterrupted}}
+	close(out)
+	<-done
+	if !p.Idle() {
+		t.Fatal("the cut answer's frames are still queued after EventInterrupted")
+	}
+	if len(s.events) != 1 || s.events[0] != pipeline.EventInterrupted || s.stopped != 0 {
+		t.Fatalf("events %v, stopped %d: want the interruption only, not stopped", s.events, s.stopped)
+	}
+
+	s = &recordingSink{refuse: true}
+	if p, err = NewPaced(48000, 24000, s); err != nil {
+		t.Fatal(err)
+	}
+	out = make(chan pipeline.Output)
+	done = make(chan struct{})
+	go func() { defer close(done); p.Serve(out, s) }()
+	for range 3 { // Serve reads on after the failure: these sends return
+		out <- pipeline.Output{Event: &pipeline.Event{Type: pipeline.EventTranscript}}
+	}
+	close(out)
+	<-done
+	if s.stopped != 1 || len(s.events) != 1 {
+		t.Fatalf("after a failed event: stopped %d times, %d events sent; want once and 1", s.stopped, len(s.events))
+	}
+}
