@@ -75,16 +75,11 @@ func runAgent(ctx context.Context, args []string) error {
 }
 
 func agent(ctx context.Context, cfg *config.Config, af agentFlags, log zerolog.Logger) error {
-	be, closers, err := openBackends(cfg, log)
+	be, closers, err := openWithKnowledge(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := closeAll(closers); err != nil {
-			log.Warn().Err(err).Msg("closing backends")
-		}
-	}()
-	be.LLM, closers = withKnowledge(cfg, be.LLM, closers, log) //nolint:contextcheck // the index build is stopped by its closer
+	defer closeBackends(closers, log)
 	pc := pipelineConfig(cfg)
 	if _, err := pc.EarlyStart.Prefiller(be.LLM); err != nil {
 		return fmt.Errorf("pipeline.early_start (%s): %w", cfg.Origin("pipeline.early_start"), err)

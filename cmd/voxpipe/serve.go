@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/voxpipe/voxpipe/internal/logging"
 	"github.com/voxpipe/voxpipe/internal/record"
 	"github.com/voxpipe/voxpipe/llm/openaiapi"
+	"github.com/voxpipe/voxpipe/pipeline"
 	"github.com/voxpipe/voxpipe/web"
 	"github.com/voxpipe/voxpipe/web/xiaozhi"
 )
@@ -89,6 +91,25 @@ func startUp(path, addr string, sets []string) (*config.Config, zerolog.Logger, 
 	return cfg, log, nil
 }
 
+// openWithKnowledge opens the config's backends and, with knowledge on,
+// puts its index in front of the LLM. The closers close them all.
+func openWithKnowledge(cfg *config.Config, log zerolog.Logger) (pipeline.Backends, []io.Closer, error) {
+	be, closers, err := openBackends(cfg, log)
+	if err != nil {
+		return be, nil, err
+	}
+	be.LLM, closers = withKnowledge(cfg, be.LLM, closers, log) //nolint:contextcheck // the index build is stopped by its closer
+	return be, closers, nil
+}
+
+// closeBackends closes what openWithKnowledge opened, in reverse, logging
+// a failure.
+func closeBackends(closers []io.Closer, log zerolog.Logger) {
+	if err := closeAll(closers); err != nil {
+		log.Warn().Err(err).Msg("closing backends")
+	}
+}
+
 // loadConfig builds the config: defaults → file → flags → Validate.
 func loadConfig(path, addr string, sets []string) (*config.Config, error) {
 	cfg, err := config.Load(path)
@@ -129,16 +150,11 @@ func serve(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	}
 	stopMalloc := tuneMalloc(ctx, cfg.Server.Malloc, log)
 	defer stopMalloc()
-	be, closers, err := openBackends(cfg, log)
+	be, closers, err := openWithKnowledge(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := closeAll(closers); err != nil {
-			log.Warn().Err(err).Msg("closing backends")
-		}
-	}()
-	be.LLM, closers = withKnowledge(cfg, be.LLM, closers, log) //nolint:contextcheck // the index build is stopped by its closer
+	defer closeBackends(closers, log)
 	be.Answers = openAnswerCache(ctx, cfg, closers, log)
 	pc := pipelineConfig(cfg)
 	// Checked once here, so that "on" with a backend that cannot prefill
