@@ -28,11 +28,7 @@ import (
 // random logits, which says nothing about gemma3.
 func TestGemma3Fixtures(t *testing.T) {
 	dir := filepath.Join("testdata", "gemma3")
-	defer kernels.UseGeneric(false)
-	for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
-		if kernels.ForceFeatures(tier) != nil {
-			continue // not on this CPU
-		}
+	onTiers(t, simdTiers, func(tier string) {
 		for _, c := range []struct {
 			name   string
 			kvHalf bool
@@ -50,7 +46,7 @@ func TestGemma3Fixtures(t *testing.T) {
 				fixtureCase(t, dir, c.name, true, c.kvHalf, c.tol)
 			})
 		}
-	}
+	})
 }
 
 // rewriteGGUF copies a GGUF with the keys in set changed (or added), a nil

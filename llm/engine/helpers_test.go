@@ -3,10 +3,11 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"github.com/voxpipe/voxpipe/internal/testenv"
 	"os"
 	"testing"
 
+	"github.com/voxpipe/voxpipe/cgo/kernels"
+	"github.com/voxpipe/voxpipe/internal/testenv"
 	"github.com/voxpipe/voxpipe/llm/engine/gguf"
 )
 
@@ -100,3 +101,19 @@ func greedy(t testing.TB, rt *compute, kv *kvCache, pos, n int) ([]int32, []floa
 	}
 	return ids, tops
 }
+
+// onTiers runs f once for each of tiers this CPU has, with the kernels
+// forced to it, and puts the CPU's own choice back at the end.
+func onTiers(t *testing.T, tiers []string, f func(tier string)) {
+	t.Helper()
+	defer kernels.UseGeneric(false)
+	for _, tier := range tiers {
+		if kernels.ForceFeatures(tier) == nil {
+			f(tier)
+		}
+	}
+}
+
+// simdTiers are the kernel tiers a fixture test runs on (onTiers skips the
+// ones this CPU lacks).
+var simdTiers = []string{"generic", "avx2", "avx512vnni"}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/voxpipe/voxpipe/cgo/kernels"
 )
 
 // kquantRef is a llama.cpp reference of testdata/kquant (see its README): logits at every
@@ -46,11 +44,7 @@ type kquantRef struct {
 // difference at a margin of 0.03), and the 64 greedy ids must be identical (they are) except at
 // such a near-tie.
 func TestKQuantFixtures(t *testing.T) {
-	defer kernels.UseGeneric(false)
-	for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
-		if kernels.ForceFeatures(tier) != nil {
-			continue // not on this CPU
-		}
+	onTiers(t, simdTiers, func(tier string) {
 		for _, c := range []struct {
 			name             string
 			logitTol, topTol float64
@@ -60,7 +54,7 @@ func TestKQuantFixtures(t *testing.T) {
 		} {
 			t.Run(tier+"/"+c.name, func(t *testing.T) { kquantCase(t, c.name, c.logitTol, c.topTol) })
 		}
-	}
+	})
 }
 
 func kquantCase(t *testing.T, name string, logitTol, topTol float64) {

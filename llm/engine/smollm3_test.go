@@ -3,8 +3,6 @@ package engine
 import (
 	"path/filepath"
 	"testing"
-
-	"github.com/voxpipe/voxpipe/cgo/kernels"
 )
 
 // TestSmolLM3Fixtures compares the smollm3 forward pass (llama layers, RoPE
@@ -14,11 +12,7 @@ import (
 // well the logits miss by 1.3e-3.
 func TestSmolLM3Fixtures(t *testing.T) {
 	dir := filepath.Join("testdata", "smollm3")
-	defer kernels.UseGeneric(false)
-	for _, tier := range []string{"generic", "avx2", "avx512vnni"} {
-		if kernels.ForceFeatures(tier) != nil {
-			continue // not on this CPU
-		}
+	onTiers(t, simdTiers, func(tier string) {
 		for _, c := range []struct {
 			name string
 			tol  float64
@@ -28,5 +22,5 @@ func TestSmolLM3Fixtures(t *testing.T) {
 		} {
 			t.Run(tier+"/"+c.name, func(t *testing.T) { fixtureCase(t, dir, c.name, true, false, c.tol) })
 		}
-	}
+	})
 }
