@@ -8,18 +8,12 @@ import (
 	"testing"
 )
 
-// kquantRef is a llama.cpp reference of testdata/kquant (see its README): logits at every
-// position of a teacher-forced prompt, and a 64-token greedy continuation.
+// kquantRef is a llama.cpp reference of testdata/kquant (see its README): a fixture reference
+// with the top logit and top-2 margin at every position of the teacher-forced prompt.
 type kquantRef struct {
-	PromptIDs        []int32   `json:"prompt_ids"`
-	PromptArgmaxIDs  []int32   `json:"prompt_argmax_ids"`
+	fixtureRef
 	PromptTop2Margin []float32 `json:"prompt_top2_margin"`
 	PromptTopLogit   []float32 `json:"prompt_top_logit"`
-	LogitsPos3       []float32 `json:"logits_pos3"`
-	LogitsLast       []float32 `json:"logits_last"`
-	GreedyIDs        []int32   `json:"greedy_ids"`
-	GreedyTop2Margin []float32 `json:"greedy_top2_margin"`
-	GreedyTopLogit   []float32 `json:"greedy_top_logit"`
 }
 
 // TestKQuantFixtures compares llama-quantize's Q4_K_M, Q5_K_M and Q2_K files with llama.cpp's own
